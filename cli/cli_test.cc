@@ -1,0 +1,114 @@
+// Runs the real `densegate` binary and checks exit codes and messages.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Result {
+  int exit_code;
+  std::string output;  // stdout and stderr together.
+};
+
+std::string Runfile(const std::string& path) {
+  return absl::StrCat(getenv("TEST_SRCDIR"), "/densegate/", path);
+}
+
+Result RunDensegate(const std::string& args) {
+  std::string cmd = absl::StrCat(Runfile("cli/densegate"), " ", args, " 2>&1");
+  FILE* pipe = popen(cmd.c_str(), "r");
+  EXPECT_NE(pipe, nullptr);
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string WriteFile(const std::string& name, const std::string& text) {
+  std::string path = absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(CliTest, VersionPrintsVersionCommitAndFlags) {
+  Result r = RunDensegate("version");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("densegate 0."));
+  EXPECT_THAT(r.output, HasSubstr("commit"));
+  EXPECT_THAT(r.output, HasSubstr("mode="));
+}
+
+TEST(CliTest, NoCommandIsUsageError) {
+  Result r = RunDensegate("");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output, HasSubstr("subcommand is required"));
+}
+
+TEST(CliTest, UnknownCommandIsUsageError) {
+  Result r = RunDensegate("frobnicate");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output, HasSubstr("frobnicate"));
+}
+
+TEST(CliTest, UnknownFlagNamesTheFlag) {
+  Result r = RunDensegate("manifest check --strict");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output, HasSubstr("--strict"));
+}
+
+TEST(CliTest, EverySubcommandHasHelp) {
+  for (const char* cmd : {"", "version", "manifest", "manifest check"}) {
+    Result r = RunDensegate(absl::StrCat(cmd, " --help"));
+    EXPECT_EQ(r.exit_code, 0) << cmd << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr("Usage:")) << cmd;
+  }
+}
+
+TEST(CliTest, ChecksThisRepositoryManifest) {
+  Result r = RunDensegate(absl::StrCat("manifest check ", Runfile("densegate.json")));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(": OK ("));
+}
+
+TEST(CliTest, MissingManifestFileIsUsageError) {
+  Result r = RunDensegate("manifest check /nonexistent/densegate.json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output, HasSubstr("cannot read \"/nonexistent/densegate.json\""));
+}
+
+TEST(CliTest, InvalidManifestListsEveryErrorWithFieldPath) {
+  std::string path = WriteFile("densegate.json", R"({
+    "schema_version": 1,
+    "name": "x",
+    "build": {"command": "make"},
+    "precision": [{"name": "p", "op": "matmul", "runner": "r",
+                   "lengths": [4096, 1024], "max_rel_rms": 1e-3}],
+    "protected_paths": ["densegate.json"]
+  })");
+  Result r = RunDensegate("manifest check " + path);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output, HasSubstr("2 errors"));
+  EXPECT_THAT(r.output, HasSubstr("precision[0].op: unknown op \"matmul\""));
+  EXPECT_THAT(r.output, HasSubstr("precision[0].lengths[1]: lengths must be strictly increasing"));
+}
+
+TEST(CliTest, MalformedJsonIsUsageErrorWithoutCrash) {
+  std::string path = WriteFile("broken.json", "{\"schema_version\": 1,,}");
+  Result r = RunDensegate("manifest check " + path);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output, HasSubstr("invalid JSON"));
+  EXPECT_THAT(r.output, HasSubstr("line 1"));
+}
+
+}  // namespace

@@ -1,0 +1,581 @@
+#include "proto/manifest.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/util/json_util.h"
+#include "nlohmann/json.hpp"
+
+namespace densegate {
+namespace {
+
+namespace pb = ::google::protobuf;
+using ::densegate::v1::BenchmarkKind;
+using ::densegate::v1::Direction;
+using ::densegate::v1::Manifest;
+using ::densegate::v1::ResultFormat;
+
+constexpr int kSupportedSchemaVersion = 1;
+constexpr int kMaxTimeoutSeconds = 24 * 3600;
+constexpr int64_t kMaxPrecisionLength = 1 << 20;
+constexpr int kMaxPairsLimit = 10000;
+
+// Shape keys each kernel op needs, with the largest value accepted.
+struct ShapeKey {
+  const char* name;
+  int64_t max;
+};
+const std::map<std::string, std::vector<ShapeKey>>& OpShapes() {
+  static const auto* shapes = new std::map<std::string, std::vector<ShapeKey>>{
+      {"kda_decode", {{"batch", 4096}, {"heads", 256}, {"k", 256}, {"v", 256}}},
+      {"kda_prefill", {{"heads", 256}, {"k", 256}, {"v", 256}, {"tokens", kMaxPrecisionLength}}},
+      {"quantize_bf16", {{"tokens", 1 << 20}, {"heads", 256}, {"dim", 1024}}},
+      {"quantize_fp8_e4m3", {{"tokens", 1 << 20}, {"heads", 256}, {"dim", 1024}}},
+      {"quantize_fp8_e5m2", {{"tokens", 1 << 20}, {"heads", 256}, {"dim", 1024}}},
+      {"quantize_int8", {{"tokens", 1 << 20}, {"heads", 256}, {"dim", 1024}}},
+  };
+  return *shapes;
+}
+
+const std::set<std::string>& GoogleBenchmarkFields() {
+  static const auto* fields = new std::set<std::string>{
+      "real_time", "cpu_time", "bytes_per_second", "items_per_second"};
+  return *fields;
+}
+
+// Collects errors with the current field path.
+class Checker {
+ public:
+  void Error(std::string field, std::string message) {
+    errors_.push_back({std::move(field), std::move(message)});
+  }
+  std::vector<ManifestError> Take() { return std::move(errors_); }
+
+  void NonEmpty(const std::string& field, const std::string& value,
+                absl::string_view what) {
+    if (value.empty()) Error(field, absl::StrCat("required: ", what));
+  }
+  void Timeout(const std::string& field, int32_t value) {
+    if (value < 0 || value > kMaxTimeoutSeconds) {
+      Error(field, absl::StrFormat(
+                       "must be between 0 (default) and %d seconds, got %d",
+                       kMaxTimeoutSeconds, value));
+    }
+  }
+  // `value` must be finite and > 0.
+  void PositiveFinite(const std::string& field, double value,
+                      absl::string_view what) {
+    if (!std::isfinite(value) || value <= 0) {
+      Error(field, absl::StrFormat("%s must be a finite number > 0, got %g",
+                                   what, value));
+    }
+  }
+
+ private:
+  std::vector<ManifestError> errors_;
+};
+
+std::string Indexed(absl::string_view base, int i) {
+  return absl::StrCat(base, "[", i, "]");
+}
+
+// Suite and metric names appear in reports, file names and CLI flags.
+bool IsValidName(const std::string& name) {
+  static const std::regex* re = new std::regex("[a-z0-9][a-z0-9_.\\-]*");
+  return std::regex_match(name, *re);
+}
+
+// Tracks names that must be unique across the whole manifest.
+class UniqueNames {
+ public:
+  explicit UniqueNames(absl::string_view what) : what_(what) {}
+  void Add(Checker& c, const std::string& field, const std::string& name) {
+    if (name.empty()) return;  // Reported as missing elsewhere.
+    if (!IsValidName(name)) {
+      c.Error(field, absl::StrFormat(
+                         "%s \"%s\" must be lowercase letters, digits, '_', "
+                         "'.' or '-', starting with a letter or digit",
+                         what_, name));
+    }
+    auto [it, inserted] = first_.emplace(name, field);
+    if (!inserted) {
+      c.Error(field, absl::StrFormat("duplicate %s \"%s\" (first defined at %s)",
+                                     what_, name, it->second));
+    }
+  }
+
+ private:
+  std::string what_;
+  std::map<std::string, std::string> first_;
+};
+
+void CheckShape(Checker& c, const std::string& field, const std::string& op,
+                const pb::Map<std::string, int64_t>& shape) {
+  auto it = OpShapes().find(op);
+  if (it == OpShapes().end()) return;  // Unknown op reported by the caller.
+  std::vector<std::string> expected;
+  for (const ShapeKey& key : it->second) {
+    expected.push_back(key.name);
+    auto value = shape.find(key.name);
+    if (value == shape.end()) {
+      c.Error(absl::StrCat(field, ".", key.name),
+              absl::StrFormat("required for op %s", op));
+    } else if (value->second < 1 || value->second > key.max) {
+      c.Error(absl::StrCat(field, ".", key.name),
+              absl::StrFormat("must be between 1 and %d, got %d", key.max,
+                              value->second));
+    }
+  }
+  for (const auto& [key, value] : shape) {
+    if (std::find(expected.begin(), expected.end(), key) == expected.end()) {
+      c.Error(absl::StrCat(field, ".", key),
+              absl::StrFormat("op %s has no shape parameter \"%s\"; expected %s",
+                              op, key, absl::StrJoin(expected, ", ")));
+    }
+  }
+}
+
+void CheckOp(Checker& c, const std::string& field, const std::string& op,
+             const std::vector<std::string>& known) {
+  if (op.empty()) {
+    c.Error(field, absl::StrFormat("required: one of %s",
+                                   absl::StrJoin(known, ", ")));
+  } else if (std::find(known.begin(), known.end(), op) == known.end()) {
+    c.Error(field, absl::StrFormat("unknown op \"%s\"; expected one of %s", op,
+                                   absl::StrJoin(known, ", ")));
+  }
+}
+
+// A runner, results or protected path must stay inside the worktree.
+// Returns false (and reports) when it does not.
+bool CheckRelativePath(Checker& c, const std::string& field,
+                       const std::string& path) {
+  if (path.empty()) return true;
+  if (path.front() == '/') {
+    c.Error(field, absl::StrFormat(
+                       "\"%s\" must be relative to the repository root", path));
+    return false;
+  }
+  for (absl::string_view part : absl::StrSplit(path, '/')) {
+    if (part == "..") {
+      c.Error(field,
+              absl::StrFormat("\"%s\" must not leave the repository ('..')",
+                              path));
+      return false;
+    }
+  }
+  return true;
+}
+
+void CheckBuild(Checker& c, const Manifest& m) {
+  if (!m.has_build()) {
+    c.Error("build", "required: the command that builds the workload");
+    return;
+  }
+  c.NonEmpty("build.command", m.build().command(), "a shell command");
+  c.Timeout("build.timeout_s", m.build().timeout_s());
+}
+
+void CheckCorrectness(Checker& c, const Manifest& m, UniqueNames& suites) {
+  for (int i = 0; i < m.correctness_size(); ++i) {
+    const auto& s = m.correctness(i);
+    std::string f = Indexed("correctness", i);
+    c.NonEmpty(f + ".name", s.name(), "a suite name");
+    suites.Add(c, f + ".name", s.name());
+    c.NonEmpty(f + ".command", s.command(), "a shell command");
+    c.Timeout(f + ".timeout_s", s.timeout_s());
+    if (s.results() == v1::JUNIT_XML) {
+      c.NonEmpty(f + ".results_path", s.results_path(),
+                 "where the JUnit XML files are written (results: JUNIT_XML)");
+    } else if (!s.results_path().empty()) {
+      c.Error(f + ".results_path",
+              "only used with results: JUNIT_XML");
+    }
+    CheckRelativePath(c, f + ".results_path", s.results_path());
+  }
+}
+
+void CheckKernelChecks(Checker& c, const Manifest& m, UniqueNames& suites,
+                       UniqueNames& metrics) {
+  for (int i = 0; i < m.kernel_checks_size(); ++i) {
+    const auto& k = m.kernel_checks(i);
+    std::string f = Indexed("kernel_checks", i);
+    c.NonEmpty(f + ".name", k.name(), "a check name");
+    suites.Add(c, f + ".name", k.name());
+    CheckOp(c, f + ".op", k.op(), KnownKernelOps());
+    c.NonEmpty(f + ".runner", k.runner(), "path of the kernel runner binary");
+    CheckRelativePath(c, f + ".runner", k.runner());
+    CheckShape(c, f + ".shape", k.op(), k.shape());
+    c.PositiveFinite(f + ".max_rel_rms", k.max_rel_rms(), "the error bound");
+    if (k.calls() < 0 || k.calls() > 100000) {
+      c.Error(f + ".calls",
+              absl::StrFormat("must be between 0 (default) and 100000, got %d",
+                              k.calls()));
+    }
+    metrics.Add(c, f + ".metric", k.metric());
+  }
+}
+
+void CheckPrecision(Checker& c, const Manifest& m, UniqueNames& suites) {
+  for (int i = 0; i < m.precision_size(); ++i) {
+    const auto& p = m.precision(i);
+    std::string f = Indexed("precision", i);
+    c.NonEmpty(f + ".name", p.name(), "a suite name");
+    suites.Add(c, f + ".name", p.name());
+    CheckOp(c, f + ".op", p.op(), KnownPrecisionOps());
+    c.NonEmpty(f + ".runner", p.runner(), "path of the kernel runner binary");
+    CheckRelativePath(c, f + ".runner", p.runner());
+    if (p.lengths().empty()) {
+      c.Error(f + ".lengths", "required: at least one context length");
+    }
+    for (int j = 0; j < p.lengths_size(); ++j) {
+      int64_t len = p.lengths(j);
+      if (len < 1 || len > kMaxPrecisionLength) {
+        c.Error(Indexed(f + ".lengths", j),
+                absl::StrFormat("must be between 1 and %d tokens, got %d",
+                                kMaxPrecisionLength, len));
+      } else if (j > 0 && len <= p.lengths(j - 1)) {
+        c.Error(Indexed(f + ".lengths", j),
+                absl::StrFormat("lengths must be strictly increasing: %d "
+                                "follows %d",
+                                len, p.lengths(j - 1)));
+      }
+    }
+    c.PositiveFinite(f + ".max_rel_rms", p.max_rel_rms(), "the error bound");
+    double growth = p.max_growth_vs_baseline();
+    if (!std::isfinite(growth) || (growth != 0 && growth < 1)) {
+      c.Error(f + ".max_growth_vs_baseline",
+              absl::StrFormat("must be 0 (default 2.0) or >= 1, got %g",
+                              growth));
+    }
+    for (const auto& [key, value] : p.params()) {
+      if (!std::isfinite(value)) {
+        c.Error(absl::StrCat(f, ".params.", key), "must be a finite number");
+      }
+    }
+  }
+}
+
+void CheckBenchmarks(Checker& c, const Manifest& m, UniqueNames& suites,
+                     UniqueNames& metrics, int* primary_count) {
+  for (int i = 0; i < m.benchmarks_size(); ++i) {
+    const auto& b = m.benchmarks(i);
+    std::string f = Indexed("benchmarks", i);
+    c.NonEmpty(f + ".name", b.name(), "a benchmark name");
+    suites.Add(c, f + ".name", b.name());
+    if (b.kind() == v1::BENCHMARK_KIND_UNSPECIFIED) {
+      c.Error(f + ".kind", "required: GOOGLE_BENCHMARK or JSON_COMMAND");
+    }
+    c.NonEmpty(f + ".command", b.command(), "a shell command");
+    c.Timeout(f + ".timeout_s", b.timeout_s());
+    if (b.metrics().empty()) {
+      c.Error(f + ".metrics", "required: at least one metric to compare");
+    }
+    for (int j = 0; j < b.metrics_size(); ++j) {
+      const auto& metric = b.metrics(j);
+      std::string mf = Indexed(f + ".metrics", j);
+      c.NonEmpty(mf + ".name", metric.name(), "a metric name");
+      metrics.Add(c, mf + ".name", metric.name());
+      c.NonEmpty(mf + ".source", metric.source(),
+                 b.kind() == v1::JSON_COMMAND
+                     ? "a dotted path into the command's JSON output"
+                     : "the benchmark's name in the JSON output");
+      c.NonEmpty(mf + ".unit", metric.unit(), "a unit, e.g. ns or tok/s");
+      if (metric.direction() == v1::DIRECTION_UNSPECIFIED) {
+        c.Error(mf + ".direction",
+                "required: LOWER_IS_BETTER or HIGHER_IS_BETTER");
+      }
+      if (b.kind() == v1::GOOGLE_BENCHMARK && !metric.field().empty() &&
+          GoogleBenchmarkFields().count(metric.field()) == 0) {
+        c.Error(mf + ".field",
+                absl::StrFormat("unknown Google Benchmark field \"%s\"; "
+                                "expected one of %s",
+                                metric.field(),
+                                absl::StrJoin(GoogleBenchmarkFields(), ", ")));
+      }
+      if (b.kind() == v1::JSON_COMMAND && !metric.field().empty()) {
+        c.Error(mf + ".field",
+                "only used with kind GOOGLE_BENCHMARK; put the path in source");
+      }
+      if (metric.primary()) ++*primary_count;
+    }
+  }
+}
+
+void CheckGate(Checker& c, const Manifest& m) {
+  const auto& g = m.gate();
+  auto fraction = [&](const char* name, double value) {
+    if (!std::isfinite(value) || value < 0 || value >= 1) {
+      c.Error(absl::StrCat("gate.", name),
+              absl::StrFormat("must be a fraction in [0, 1) (0 = default), "
+                              "got %g",
+                              value));
+    }
+  };
+  fraction("min_effect", g.min_effect());
+  fraction("regression_budget", g.regression_budget());
+  fraction("max_calibration_noise", g.max_calibration_noise());
+  if (!std::isfinite(g.confidence()) ||
+      (g.confidence() != 0 && (g.confidence() <= 0.5 || g.confidence() >= 1))) {
+    c.Error("gate.confidence",
+            absl::StrFormat("must be in (0.5, 1) (0 = default 0.95), got %g",
+                            g.confidence()));
+  }
+  if (g.min_pairs() < 0 || g.min_pairs() > kMaxPairsLimit) {
+    c.Error("gate.min_pairs", absl::StrFormat("must be between 0 and %d, got %d",
+                                              kMaxPairsLimit, g.min_pairs()));
+  }
+  if (g.max_pairs() < 0 || g.max_pairs() > kMaxPairsLimit) {
+    c.Error("gate.max_pairs", absl::StrFormat("must be between 0 and %d, got %d",
+                                              kMaxPairsLimit, g.max_pairs()));
+  } else if (g.max_pairs() != 0 && g.max_pairs() < g.min_pairs()) {
+    c.Error("gate.max_pairs",
+            absl::StrFormat("must be >= min_pairs (%d), got %d", g.min_pairs(),
+                            g.max_pairs()));
+  }
+  if (!std::isfinite(g.claim_tolerance()) || g.claim_tolerance() < 0 ||
+      g.claim_tolerance() > 1) {
+    c.Error("gate.claim_tolerance",
+            absl::StrFormat("must be in (0, 1] (0 = default), got %g",
+                            g.claim_tolerance()));
+  }
+  if (!std::isfinite(g.sanity_ceiling()) ||
+      (g.sanity_ceiling() != 0 && g.sanity_ceiling() <= 1)) {
+    c.Error("gate.sanity_ceiling",
+            absl::StrFormat("must be > 1 (0 = default), got %g",
+                            g.sanity_ceiling()));
+  }
+}
+
+void CheckProtectedPaths(Checker& c, const Manifest& m, const RepoTree& repo) {
+  std::map<std::string, int> seen;
+  bool protects_manifest = false;
+  for (int i = 0; i < m.protected_paths_size(); ++i) {
+    std::string f = Indexed("protected_paths", i);
+    std::string path(absl::StripSuffix(m.protected_paths(i), "/"));
+    if (path.empty()) {
+      c.Error(f, "must not be empty");
+      continue;
+    }
+    if (!CheckRelativePath(c, f, path)) continue;
+    if (auto [it, inserted] = seen.emplace(path, i); !inserted) {
+      c.Error(f, absl::StrFormat("duplicate of protected_paths[%d]", it->second));
+      continue;
+    }
+    if (!repo.Exists(path)) {
+      c.Error(f, absl::StrFormat("\"%s\" does not exist in the repository; "
+                                 "protect paths that exist",
+                                 path));
+    }
+    if (path == kManifestFileName) protects_manifest = true;
+  }
+  if (!protects_manifest) {
+    c.Error("protected_paths",
+            absl::StrFormat("must include \"%s\": a candidate may not change "
+                            "its own gate",
+                            kManifestFileName));
+  }
+}
+
+// --- Turning protobuf's JSON parser errors into field-path errors. ---
+
+// "benchmarks[1].metrics" -> descriptor of the message at that path.
+const pb::Descriptor* MessageAt(absl::string_view path) {
+  const pb::Descriptor* d = Manifest::descriptor();
+  if (path.empty()) return d;
+  for (absl::string_view part : absl::StrSplit(path, '.')) {
+    std::string name(part.substr(0, part.find('[')));
+    const pb::FieldDescriptor* field = d->FindFieldByName(name);
+    if (field == nullptr) field = d->FindFieldByCamelcaseName(name);
+    if (field == nullptr || field->message_type() == nullptr) return nullptr;
+    d = field->message_type();
+  }
+  return d;
+}
+
+std::string FieldNames(const pb::Descriptor* d) {
+  std::vector<std::string> names;
+  for (int i = 0; i < d->field_count(); ++i) names.push_back(d->field(i)->name());
+  return absl::StrJoin(names, ", ");
+}
+
+std::string DescribeType(absl::string_view type) {
+  constexpr absl::string_view kTypePrefix = "type.googleapis.com/";
+  if (absl::ConsumePrefix(&type, kTypePrefix)) {
+    const pb::EnumDescriptor* e =
+        pb::DescriptorPool::generated_pool()->FindEnumTypeByName(
+            std::string(type));
+    if (e != nullptr) {
+      std::vector<std::string> values;
+      for (int i = 1; i < e->value_count(); ++i) values.push_back(e->value(i)->name());
+      return absl::StrCat("one of ", absl::StrJoin(values, ", "));
+    }
+    return std::string(type);
+  }
+  if (type == "TYPE_DOUBLE" || type == "TYPE_FLOAT") return "a number";
+  if (absl::StrContains(type, "INT")) return "an integer";
+  if (type == "TYPE_STRING") return "a string";
+  if (type == "TYPE_BOOL") return "true or false";
+  return std::string(type);
+}
+
+ManifestError TranslateParseError(absl::string_view message) {
+  static const std::regex* unknown_field =
+      new std::regex(R"(^(?:\((.*)\) ?)?(\S+): Cannot find field\.?$)");
+  static const std::regex* bad_value =
+      new std::regex(R"(^\((.*)\): invalid value (.*) for type (\S+)$)");
+  std::string text(message);
+  std::smatch match;
+  if (std::regex_match(text, match, *unknown_field)) {
+    std::string parent = match[1];
+    std::string field = parent.empty() ? std::string(match[2])
+                                       : absl::StrCat(parent, ".", match[2].str());
+    std::string hint;
+    if (const pb::Descriptor* d = MessageAt(parent)) {
+      hint = absl::StrCat("; fields of ", d->name(), ": ", FieldNames(d));
+    }
+    return {field, absl::StrCat("unknown field", hint)};
+  }
+  if (std::regex_match(text, match, *bad_value)) {
+    return {match[1], absl::StrFormat("invalid value %s; expected %s",
+                                      match[2].str(), DescribeType(match[3].str()))};
+  }
+  return {"", text};
+}
+
+}  // namespace
+
+std::string ManifestError::ToString() const {
+  return field.empty() ? message : absl::StrCat(field, ": ", message);
+}
+
+bool DirectoryTree::Exists(absl::string_view path) const {
+  struct stat st;
+  std::string full = absl::StrCat(root_, "/", path);
+  return ::stat(full.c_str(), &st) == 0;
+}
+
+const std::vector<std::string>& KnownKernelOps() {
+  static const auto* ops = [] {
+    auto* v = new std::vector<std::string>;
+    for (const auto& [op, shape] : OpShapes()) v->push_back(op);
+    return v;
+  }();
+  return *ops;
+}
+
+const std::vector<std::string>& KnownPrecisionOps() {
+  static const auto* ops = new std::vector<std::string>{"kda_decode", "kda_prefill"};
+  return *ops;
+}
+
+absl::StatusOr<Manifest> ParseManifest(absl::string_view json,
+                                       std::vector<ManifestError>* errors) {
+  // nlohmann first: it reports syntax errors with line and column, which
+  // protobuf's parser does not.
+  try {
+    nlohmann::json syntax_only = nlohmann::json::parse(json.begin(), json.end());
+    (void)syntax_only;
+  } catch (const nlohmann::json::parse_error& e) {
+    std::string what = e.what();
+    if (size_t pos = what.find("] "); pos != std::string::npos) {
+      what = what.substr(pos + 2);
+    }
+    errors->push_back({"", absl::StrCat("invalid JSON: ", what)});
+    return absl::InvalidArgumentError(errors->back().ToString());
+  }
+  Manifest manifest;
+  pb::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  auto status = pb::util::JsonStringToMessage(
+      pb::StringPiece(json.data(), json.size()), &manifest, options);
+  if (!status.ok()) {
+    errors->push_back(TranslateParseError(status.message().as_string()));
+    return absl::InvalidArgumentError(errors->back().ToString());
+  }
+  return manifest;
+}
+
+std::vector<ManifestError> ValidateManifest(const Manifest& m,
+                                            const RepoTree& repo) {
+  Checker c;
+  if (m.schema_version() != kSupportedSchemaVersion) {
+    c.Error("schema_version",
+            m.schema_version() == 0
+                ? absl::StrFormat("required: %d", kSupportedSchemaVersion)
+                : absl::StrFormat("unsupported version %d; this densegate "
+                                  "reads version %d",
+                                  m.schema_version(), kSupportedSchemaVersion));
+  }
+  c.NonEmpty("name", m.name(), "a name for the workload");
+  CheckBuild(c, m);
+
+  UniqueNames suites("suite name");
+  UniqueNames metrics("metric name");
+  int primary_count = 0;
+  CheckCorrectness(c, m, suites);
+  CheckKernelChecks(c, m, suites, metrics);
+  CheckPrecision(c, m, suites);
+  CheckBenchmarks(c, m, suites, metrics, &primary_count);
+  if (m.correctness().empty() && m.kernel_checks().empty() &&
+      m.precision().empty() && m.benchmarks().empty()) {
+    c.Error("", "nothing to evaluate: declare at least one of correctness, "
+                "kernel_checks, precision or benchmarks");
+  }
+  if (!m.benchmarks().empty() && primary_count == 0) {
+    c.Error("benchmarks",
+            "no metric is marked primary: the gate decides on primary metrics");
+  }
+  CheckGate(c, m);
+  CheckProtectedPaths(c, m, repo);
+  return c.Take();
+}
+
+absl::StatusOr<Manifest> LoadManifestFile(const std::string& path,
+                                          std::vector<ManifestError>* errors) {
+  std::ifstream in(path, std::ios::binary);
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !in) {
+    errors->push_back({"", absl::StrFormat("cannot read \"%s\": %s", path,
+                                           std::strerror(errno))});
+    return absl::NotFoundError(errors->back().ToString());
+  }
+  if (S_ISDIR(st.st_mode)) {
+    errors->push_back({"", absl::StrFormat("\"%s\" is a directory; expected "
+                                           "the manifest file (%s)",
+                                           path, kManifestFileName)});
+    return absl::InvalidArgumentError(errors->back().ToString());
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<Manifest> manifest = ParseManifest(text.str(), errors);
+  if (!manifest.ok()) return manifest.status();
+
+  std::string root = ".";
+  if (size_t slash = path.rfind('/'); slash != std::string::npos) {
+    root = slash == 0 ? "/" : path.substr(0, slash);
+  }
+  *errors = ValidateManifest(*manifest, DirectoryTree(root));
+  if (!errors->empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: %d error(s) in the manifest", path, errors->size()));
+  }
+  return manifest;
+}
+
+}  // namespace densegate

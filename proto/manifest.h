@@ -1,0 +1,83 @@
+// Loading and validating a repository's manifest (`densegate.json`).
+//
+// The manifest is the `densegate.v1.Manifest` message written as JSON. Loading
+// happens in two steps, and both report every problem they find with the
+// field path it is about ("benchmarks[1].metrics[0].direction: ..."):
+//   1. ParseManifest: JSON syntax (with line and column) and the schema
+//      (unknown fields, wrong types, unknown enum values), through protobuf's
+//      JSON parser.
+//   2. ValidateManifest: the meaning (unknown ops, empty suites, bad lengths,
+//      duplicate names, protected paths missing from the repository, ...).
+// The harness always validates the manifest of the *baseline* commit, so a
+// candidate cannot weaken its own gate.
+//
+// Thread-safety: free functions without shared state; RepoTree
+// implementations must be safe to call from the thread that validates.
+#ifndef DENSEGATE_PROTO_MANIFEST_H_
+#define DENSEGATE_PROTO_MANIFEST_H_
+
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/densegate.pb.h"
+
+namespace densegate {
+
+// One problem found in a manifest. `field` is a path into the message using
+// proto field names ("precision[0].lengths[2]"), or empty for the whole file.
+struct ManifestError {
+  std::string field;
+  std::string message;
+
+  std::string ToString() const;
+};
+
+// Read-only view of the files of one repository revision, used to check that
+// protected paths exist. Implementations: a directory on disk (below), and
+// in the harness, a git tree at the baseline commit.
+class RepoTree {
+ public:
+  virtual ~RepoTree() = default;
+  // True if `path` (repository-relative, '/'-separated) names a file or a
+  // directory in this revision.
+  virtual bool Exists(absl::string_view path) const = 0;
+};
+
+// A RepoTree backed by a directory on the local filesystem.
+class DirectoryTree : public RepoTree {
+ public:
+  explicit DirectoryTree(std::string root) : root_(std::move(root)) {}
+  bool Exists(absl::string_view path) const override;
+
+ private:
+  std::string root_;
+};
+
+// The name the manifest has at a repository's root.
+inline constexpr absl::string_view kManifestFileName = "densegate.json";
+
+// Ops the kernel runner protocol knows, for kernel checks and precision.
+const std::vector<std::string>& KnownKernelOps();
+const std::vector<std::string>& KnownPrecisionOps();
+
+// Parses JSON text into a manifest. On failure returns the errors (at least
+// one), each naming the field or the line and column.
+absl::StatusOr<densegate::v1::Manifest> ParseManifest(
+    absl::string_view json, std::vector<ManifestError>* errors);
+
+// Checks the meaning of a parsed manifest against the repository it belongs
+// to. Returns every error found; empty means valid.
+std::vector<ManifestError> ValidateManifest(const densegate::v1::Manifest& m,
+                                            const RepoTree& repo);
+
+// Reads `path`, parses and validates it, with the repository root taken to
+// be the directory holding the file. On any problem returns
+// InvalidArgument (or NotFound for a missing file) and fills `errors`.
+absl::StatusOr<densegate::v1::Manifest> LoadManifestFile(
+    const std::string& path, std::vector<ManifestError>* errors);
+
+}  // namespace densegate
+
+#endif  // DENSEGATE_PROTO_MANIFEST_H_

@@ -1,0 +1,273 @@
+#include "proto/manifest.h"
+
+#include <fstream>
+#include <functional>
+#include <set>
+#include <string>
+
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace densegate {
+namespace {
+
+using ::testing::HasSubstr;
+using json = nlohmann::json;
+
+// A repository holding exactly the listed paths.
+class FakeTree : public RepoTree {
+ public:
+  explicit FakeTree(std::set<std::string> paths) : paths_(std::move(paths)) {}
+  bool Exists(absl::string_view path) const override {
+    return paths_.count(std::string(path)) > 0;
+  }
+
+ private:
+  std::set<std::string> paths_;
+};
+
+const FakeTree& Repo() {
+  static const FakeTree* tree =
+      new FakeTree({"densegate.json", "kernels/kda", "tests"});
+  return *tree;
+}
+
+// A manifest exercising every section; each case below breaks one thing.
+json ValidManifest() {
+  return json::parse(R"({
+    "schema_version": 1,
+    "name": "workload",
+    "build": {"command": "bazel build //kernels/...", "timeout_s": 600},
+    "correctness": [
+      {"name": "unit", "command": "bazel test //kernels/...", "results": "BAZEL_TEST"}
+    ],
+    "kernel_checks": [
+      {"name": "kda-decode-b8", "op": "kda_decode", "runner": "bin/runner",
+       "shape": {"batch": 8, "heads": 32, "k": 128, "v": 128},
+       "max_rel_rms": 1e-5, "calls": 20, "metric": "kda_decode.b8"}
+    ],
+    "precision": [
+      {"name": "decode-long", "op": "kda_decode", "runner": "bin/runner",
+       "lengths": [1024, 4096, 65536], "max_rel_rms": 1e-3,
+       "params": {"gate_scale": 1000}}
+    ],
+    "benchmarks": [
+      {"name": "micro", "kind": "GOOGLE_BENCHMARK", "command": "bin/bench",
+       "metrics": [{"name": "kda_decode.fused_b32", "source": "BM_KdaDecode_fused/32",
+                    "field": "real_time", "unit": "ns",
+                    "direction": "LOWER_IS_BETTER", "primary": true}]},
+      {"name": "serve", "kind": "JSON_COMMAND", "command": "bin/serve_bench",
+       "metrics": [{"name": "serve.output_tps", "source": "output_throughput",
+                    "unit": "tok/s", "direction": "HIGHER_IS_BETTER"}]}
+    ],
+    "gate": {"min_effect": 0.02, "confidence": 0.95, "min_pairs": 4, "max_pairs": 30},
+    "protected_paths": ["densegate.json", "tests/", "kernels/kda"]
+  })");
+}
+
+std::vector<ManifestError> ParseAndValidate(const json& j) {
+  std::vector<ManifestError> errors;
+  absl::StatusOr<v1::Manifest> m = ParseManifest(j.dump(), &errors);
+  if (!m.ok()) return errors;
+  return ValidateManifest(*m, Repo());
+}
+
+std::string Describe(const std::vector<ManifestError>& errors) {
+  std::vector<std::string> lines;
+  for (const auto& e : errors) lines.push_back(e.ToString());
+  return absl::StrJoin(lines, "\n");
+}
+
+TEST(ManifestTest, ValidManifestHasNoErrors) {
+  std::vector<ManifestError> errors = ParseAndValidate(ValidManifest());
+  EXPECT_TRUE(errors.empty()) << Describe(errors);
+}
+
+struct InvalidCase {
+  std::string name;
+  std::function<void(json&)> mutate;
+  std::string field;     // Exact field path of the expected error.
+  std::string message;   // Substring of its message.
+};
+
+void PrintTo(const InvalidCase& c, std::ostream* os) { *os << c.name; }
+
+class InvalidManifestTest : public ::testing::TestWithParam<InvalidCase> {};
+
+TEST_P(InvalidManifestTest, ReportsFieldAndReason) {
+  const InvalidCase& c = GetParam();
+  json j = ValidManifest();
+  c.mutate(j);
+  std::vector<ManifestError> errors = ParseAndValidate(j);
+  ASSERT_FALSE(errors.empty()) << "expected an error at " << c.field;
+  bool found = false;
+  for (const auto& e : errors) {
+    if (e.field == c.field && e.message.find(c.message) != std::string::npos) {
+      found = true;
+    }
+  }
+  EXPECT_TRUE(found) << "wanted " << c.field << ": ..." << c.message
+                     << "...\ngot:\n"
+                     << Describe(errors);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, InvalidManifestTest,
+    ::testing::ValuesIn(std::vector<InvalidCase>{
+        {"UnknownTopLevelField", [](json& j) { j["benchmark"] = json::array(); },
+         "benchmark", "unknown field; fields of Manifest:"},
+        {"UnknownNestedField",
+         [](json& j) { j["build"]["comand"] = "make"; }, "build.comand",
+         "unknown field; fields of BuildSpec: command, timeout_s"},
+        {"WrongType", [](json& j) { j["gate"]["min_effect"] = "two percent"; },
+         "gate.min_effect", "expected a number"},
+        {"UnknownEnumValue",
+         [](json& j) { j["benchmarks"][0]["metrics"][0]["direction"] = "UP"; },
+         "benchmarks[0].metrics[0].direction",
+         "expected one of LOWER_IS_BETTER, HIGHER_IS_BETTER"},
+        {"MissingSchemaVersion", [](json& j) { j.erase("schema_version"); },
+         "schema_version", "required: 1"},
+        {"FutureSchemaVersion", [](json& j) { j["schema_version"] = 7; },
+         "schema_version", "unsupported version 7"},
+        {"MissingBuildCommand", [](json& j) { j["build"].erase("command"); },
+         "build.command", "required"},
+        {"UnknownKernelOp",
+         [](json& j) { j["kernel_checks"][0]["op"] = "flash_attention"; },
+         "kernel_checks[0].op", "unknown op \"flash_attention\"; expected one of"},
+        {"UnknownPrecisionOp",
+         [](json& j) { j["precision"][0]["op"] = "quantize_int8"; },
+         "precision[0].op", "unknown op \"quantize_int8\""},
+        {"MissingShapeKey",
+         [](json& j) { j["kernel_checks"][0]["shape"].erase("heads"); },
+         "kernel_checks[0].shape.heads", "required for op kda_decode"},
+        {"ShapeOutOfRange",
+         [](json& j) { j["kernel_checks"][0]["shape"]["k"] = 512; },
+         "kernel_checks[0].shape.k", "between 1 and 256, got 512"},
+        {"UnexpectedShapeKey",
+         [](json& j) { j["kernel_checks"][0]["shape"]["tokens"] = 4; },
+         "kernel_checks[0].shape.tokens", "has no shape parameter"},
+        {"EmptyLengths", [](json& j) { j["precision"][0]["lengths"] = json::array(); },
+         "precision[0].lengths", "at least one context length"},
+        {"NonIncreasingLengths",
+         [](json& j) { j["precision"][0]["lengths"] = {1024, 1024}; },
+         "precision[0].lengths[1]", "strictly increasing"},
+        {"NegativeLength", [](json& j) { j["precision"][0]["lengths"] = {-5}; },
+         "precision[0].lengths[0]", "between 1 and"},
+        {"ZeroPrecisionBound", [](json& j) { j["precision"][0]["max_rel_rms"] = 0; },
+         "precision[0].max_rel_rms", "finite number > 0"},
+        {"GrowthBelowOne",
+         [](json& j) { j["precision"][0]["max_growth_vs_baseline"] = 0.5; },
+         "precision[0].max_growth_vs_baseline", ">= 1"},
+        {"EmptyBenchmarkMetrics",
+         [](json& j) { j["benchmarks"][1]["metrics"] = json::array(); },
+         "benchmarks[1].metrics", "at least one metric"},
+        {"DuplicateMetricName",
+         [](json& j) {
+           j["benchmarks"][1]["metrics"][0]["name"] = "kda_decode.fused_b32";
+         },
+         "benchmarks[1].metrics[0].name",
+         "duplicate metric name \"kda_decode.fused_b32\" (first defined at "
+         "benchmarks[0].metrics[0].name)"},
+        {"DuplicateMetricAcrossKernelCheck",
+         [](json& j) {
+           j["benchmarks"][0]["metrics"][0]["name"] = "kda_decode.b8";
+         },
+         "benchmarks[0].metrics[0].name", "first defined at kernel_checks[0].metric"},
+        {"DuplicateSuiteName",
+         [](json& j) { j["benchmarks"][1]["name"] = "unit"; },
+         "benchmarks[1].name", "duplicate suite name \"unit\""},
+        {"BadMetricName",
+         [](json& j) { j["benchmarks"][0]["metrics"][0]["name"] = "Decode Speed"; },
+         "benchmarks[0].metrics[0].name", "lowercase letters"},
+        {"MissingBenchmarkKind", [](json& j) { j["benchmarks"][0].erase("kind"); },
+         "benchmarks[0].kind", "GOOGLE_BENCHMARK or JSON_COMMAND"},
+        {"UnknownBenchmarkField",
+         [](json& j) { j["benchmarks"][0]["metrics"][0]["field"] = "wall"; },
+         "benchmarks[0].metrics[0].field", "unknown Google Benchmark field"},
+        {"NoPrimaryMetric",
+         [](json& j) { j["benchmarks"][0]["metrics"][0]["primary"] = false; },
+         "benchmarks", "no metric is marked primary"},
+        {"NothingToEvaluate",
+         [](json& j) {
+           for (const char* k : {"correctness", "kernel_checks", "precision", "benchmarks"})
+             j.erase(k);
+         },
+         "", "nothing to evaluate"},
+        {"JunitWithoutResultsPath",
+         [](json& j) { j["correctness"][0]["results"] = "JUNIT_XML"; },
+         "correctness[0].results_path", "JUnit XML"},
+        {"NegativeMinEffect", [](json& j) { j["gate"]["min_effect"] = -0.1; },
+         "gate.min_effect", "fraction in [0, 1)"},
+        {"ConfidenceTooLow", [](json& j) { j["gate"]["confidence"] = 0.3; },
+         "gate.confidence", "(0.5, 1)"},
+        {"MaxPairsBelowMin", [](json& j) { j["gate"]["max_pairs"] = 2; },
+         "gate.max_pairs", "must be >= min_pairs (4), got 2"},
+        {"ProtectedPathMissing",
+         [](json& j) { j["protected_paths"].push_back("benchmarks/"); },
+         "protected_paths[3]", "\"benchmarks\" does not exist"},
+        {"ProtectedPathEscapes",
+         [](json& j) { j["protected_paths"].push_back("../etc"); },
+         "protected_paths[3]", "must not leave the repository"},
+        {"ProtectedPathDuplicate",
+         [](json& j) { j["protected_paths"].push_back("tests"); },
+         "protected_paths[3]", "duplicate of protected_paths[1]"},
+        {"ManifestNotProtected",
+         [](json& j) { j["protected_paths"] = {"tests"}; }, "protected_paths",
+         "must include \"densegate.json\""},
+        {"RunnerAbsolute",
+         [](json& j) { j["kernel_checks"][0]["runner"] = "/usr/bin/runner"; },
+         "kernel_checks[0].runner", "relative to the repository root"},
+        {"NegativeTimeout", [](json& j) { j["build"]["timeout_s"] = -1; },
+         "build.timeout_s", "between 0 (default)"},
+    }),
+    [](const ::testing::TestParamInfo<InvalidCase>& info) {
+      return info.param.name;
+    });
+
+TEST(ManifestTest, SyntaxErrorNamesLineAndColumn) {
+  std::vector<ManifestError> errors;
+  auto m = ParseManifest("{\n  \"name\": \"x\",\n  \"build\": {\n}", &errors);
+  ASSERT_FALSE(m.ok());
+  ASSERT_EQ(errors.size(), 1);
+  EXPECT_THAT(errors[0].message, HasSubstr("invalid JSON"));
+  EXPECT_THAT(errors[0].message, HasSubstr("line 4"));
+}
+
+TEST(ManifestTest, ReportsEveryErrorNotJustTheFirst) {
+  json j = ValidManifest();
+  j["build"].erase("command");
+  j["precision"][0]["op"] = "nope";
+  j["gate"]["confidence"] = 2;
+  EXPECT_GE(ParseAndValidate(j).size(), 3) << Describe(ParseAndValidate(j));
+}
+
+TEST(ManifestTest, LoadsFileRelativeToItsDirectory) {
+  std::string dir = std::string(getenv("TEST_TMPDIR")) + "/repo";
+  ASSERT_EQ(system(("mkdir -p " + dir + "/tests " + dir + "/kernels/kda").c_str()), 0);
+  std::ofstream(dir + "/densegate.json") << ValidManifest().dump(2);
+  std::vector<ManifestError> errors;
+  auto m = LoadManifestFile(dir + "/densegate.json", &errors);
+  ASSERT_TRUE(m.ok()) << m.status() << "\n" << Describe(errors);
+  EXPECT_EQ(m->name(), "workload");
+  EXPECT_EQ(m->benchmarks(0).metrics(0).direction(), v1::LOWER_IS_BETTER);
+}
+
+TEST(ManifestTest, MissingFileIsNotFound) {
+  std::vector<ManifestError> errors;
+  auto m = LoadManifestFile("/nonexistent/densegate.json", &errors);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound);
+  ASSERT_EQ(errors.size(), 1);
+  EXPECT_THAT(errors[0].message, HasSubstr("No such file or directory"));
+}
+
+TEST(ManifestTest, DirectoryIsRejected) {
+  std::vector<ManifestError> errors;
+  auto m = LoadManifestFile(getenv("TEST_TMPDIR"), &errors);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(errors.at(0).message, HasSubstr("is a directory"));
+}
+
+}  // namespace
+}  // namespace densegate
