@@ -68,7 +68,8 @@ TEST(CliTest, UnknownFlagNamesTheFlag) {
 }
 
 TEST(CliTest, EverySubcommandHasHelp) {
-  for (const char* cmd : {"", "version", "manifest", "manifest check"}) {
+  for (const char* cmd : {"", "version", "manifest", "manifest check", "db", "db migrate",
+                          "verdict", "verdict recompute"}) {
     Result r = RunDensegate(absl::StrCat(cmd, " --help"));
     EXPECT_EQ(r.exit_code, 0) << cmd << ": " << r.output;
     EXPECT_THAT(r.output, HasSubstr("Usage:")) << cmd;
@@ -109,6 +110,30 @@ TEST(CliTest, MalformedJsonIsUsageErrorWithoutCrash) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.output, HasSubstr("invalid JSON"));
   EXPECT_THAT(r.output, HasSubstr("line 1"));
+}
+
+TEST(CliTest, DbMigrateCreatesAndReportsTheSchema) {
+  std::string db = absl::StrCat("sqlite:", getenv("TEST_TMPDIR"), "/sub/dir/store.db");
+  Result first = RunDensegate("db migrate --db " + db);
+  EXPECT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_THAT(first.output, HasSubstr("sqlite store"));
+  EXPECT_THAT(first.output, HasSubstr("schema version"));
+  Result again = RunDensegate("db migrate --db " + db);  // Idempotent.
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+}
+
+TEST(CliTest, VerdictRecomputeOfUnknownIdIsUsageError) {
+  std::string db = absl::StrCat("sqlite:", getenv("TEST_TMPDIR"), "/recompute.db");
+  ASSERT_EQ(RunDensegate("db migrate --db " + db).exit_code, 0);
+  Result r = RunDensegate("verdict recompute ev-missing --db " + db);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("ev-missing"));
+}
+
+TEST(CliTest, UnreachableDatabaseIsInfrastructureError) {
+  Result r = RunDensegate("db migrate --db postgresql://nobody@127.0.0.1:1/none");
+  EXPECT_EQ(r.exit_code, 4) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("cannot open"));
 }
 
 }  // namespace

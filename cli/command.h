@@ -24,6 +24,9 @@ enum ExitCode : int {
 
 void AddVersionCommand(CLI::App& app, int* exit_code);
 void AddManifestCommand(CLI::App& app, int* exit_code);
+void AddDbCommand(CLI::App& app, int* exit_code);
+void AddVerdictCommand(CLI::App& app, int* exit_code);
+void AddEvalCommand(CLI::App& app, int* exit_code);
 
 }  // namespace densegate::cli
 

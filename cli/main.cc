@@ -18,6 +18,9 @@ int main(int argc, char** argv) {
   int exit_code = densegate::cli::kExitUsage;
   densegate::cli::AddVersionCommand(app, &exit_code);
   densegate::cli::AddManifestCommand(app, &exit_code);
+  densegate::cli::AddDbCommand(app, &exit_code);
+  densegate::cli::AddVerdictCommand(app, &exit_code);
+  densegate::cli::AddEvalCommand(app, &exit_code);
 
   // CLI11 reports an unknown command as "a subcommand is required"; name it.
   if (argc > 1 && argv[1][0] != '-') {

@@ -1,0 +1,184 @@
+// `densegate eval`: evaluate one candidate commit against its baseline on
+// this machine, the way a node does, and print the verdict.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <random>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "cli/build_info.h"
+#include "cli/command.h"
+#include "harness/evaluator.h"
+#include "harness/feedback.h"
+
+namespace densegate::cli {
+namespace {
+
+struct EvalArgs {
+  std::string repo = ".";
+  std::string baseline, candidate;
+  std::string policy = "gain";
+  std::vector<std::string> claims;
+  std::string out;
+  std::string workspace;
+  bool json = false;
+  bool override_protected = false;
+  std::string override_reason;
+};
+
+// Live progress on stderr: one line per stage, a rewritten line for
+// repetitions when stderr is a terminal.
+class TerminalProgress : public harness::EvalListener {
+ public:
+  void OnStage(const v1::Stage& s) override {
+    std::string name = absl::AsciiStrToLower(v1::StageKind_Name(s.kind()));
+    if (s.status() == v1::STAGE_RUNNING) {
+      Line(absl::StrFormat("[%s] running", name));
+    } else {
+      std::string status = v1::StageStatus_Name(s.status()).substr(6);
+      Line(absl::StrFormat("[%s] %s in %.1f s: %s", name, absl::AsciiStrToLower(status),
+                           s.seconds(), s.summary().substr(0, 300)));
+    }
+  }
+  void OnProgress(const v1::Progress& p) override {
+    std::string text =
+        p.repetitions_planned() > 0
+            ? absl::StrFormat("  repetition %d/%d, %s pair ratio %.3fx", p.repetition(),
+                              p.repetitions_planned(), p.metric(), p.current_estimate())
+            : "  " + p.message();
+    if (isatty(2)) {
+      std::fprintf(stderr, "\r\033[K%s", text.c_str());
+      pending_ = true;
+    } else {
+      Line(text);
+    }
+  }
+
+ private:
+  void Line(const std::string& text) {
+    if (pending_) std::fprintf(stderr, "\n");
+    pending_ = false;
+    std::fprintf(stderr, "%s\n", text.c_str());
+  }
+  bool pending_ = false;
+};
+
+absl::StatusOr<v1::Claim> ParseClaim(const std::string& text) {
+  std::vector<std::string> parts = absl::StrSplit(text, ">=");
+  double value;
+  if (parts.size() != 2 || parts[0].empty() ||
+      !absl::SimpleAtod(absl::StripSuffix(parts[1], "x"), &value) || value <= 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--claim \"%s\": expected METRIC>=SPEEDUP, e.g. kda_decode.fused_b32>=1.7", text));
+  }
+  v1::Claim c;
+  c.set_metric(parts[0]);
+  c.set_min_speedup(value);
+  return c;
+}
+
+void PrintHuman(const v1::Verdict& v) {
+  std::cout << "decision: " << absl::AsciiStrToLower(v1::Decision_Name(v.decision())) << "\n";
+  for (const auto& m : v.metrics()) {
+    std::cout << absl::StrFormat("  %-28s %8.3fx  [%.3f, %.3f]  %d pairs  (%g -> %g %s)\n",
+                                 m.metric(), m.speedup(), m.ci_low(), m.ci_high(), m.n_pairs(),
+                                 m.baseline(), m.candidate(), m.unit());
+  }
+  for (const auto& r : v.reasons()) std::cout << "  - " << r.message() << "\n";
+}
+
+int Eval(const EvalArgs& args) {
+  harness::EvalRequest request;
+  request.repo = args.repo;
+  request.baseline_ref = args.baseline;
+  request.candidate_ref = args.candidate;
+  if (args.policy == "gain") {
+    request.policy = v1::GAIN;
+  } else if (args.policy == "no-regression") {
+    request.policy = v1::NO_REGRESSION;
+  } else {
+    std::cerr << "densegate eval: --policy must be gain or no-regression, got \""
+              << args.policy << "\"\n";
+    return kExitUsage;
+  }
+  for (const std::string& text : args.claims) {
+    absl::StatusOr<v1::Claim> c = ParseClaim(text);
+    if (!c.ok()) {
+      std::cerr << "densegate eval: " << c.status().message() << "\n";
+      return kExitUsage;
+    }
+    request.claims.push_back(*c);
+  }
+  request.protected_path_override = args.override_protected;
+  request.override_reason = args.override_reason;
+  request.out_dir = args.out;
+  if (!args.out.empty()) {
+    std::string mkdir = absl::StrFormat("mkdir -p '%s'", args.out);
+    if (std::system(mkdir.c_str()) != 0) {
+      std::cerr << "densegate eval: cannot create --out directory " << args.out << "\n";
+      return kExitUsage;
+    }
+  }
+  request.seed = std::random_device{}();
+
+  harness::EvaluatorOptions options;
+  options.workspace_root = args.workspace;
+  options.software_version = absl::StrCat(kVersion, "+", kGitCommit);
+  std::unique_ptr<harness::ProcessLauncher> launcher = harness::NewSandboxLauncher();
+  harness::Evaluator evaluator(options, launcher.get());
+  TerminalProgress progress;
+  absl::StatusOr<harness::EvalOutcome> outcome = evaluator.Evaluate(request, &progress);
+  if (!outcome.ok()) {
+    std::cerr << "densegate eval: " << outcome.status().message() << "\n";
+    return kExitUsage;
+  }
+  if (!outcome->infrastructure_error.ok()) {
+    std::cerr << "densegate eval: infrastructure error, no verdict: "
+              << outcome->infrastructure_error.message() << "\n";
+    return kExitInfrastructure;
+  }
+  const v1::Verdict& v = outcome->verdict;
+  if (args.json) {
+    std::cout << harness::VerdictJson(v).dump(2) << "\n";
+  } else {
+    PrintHuman(v);
+  }
+  if (!args.out.empty()) std::cerr << "feedback bundle: " << args.out << "\n";
+  switch (v.decision()) {
+    case v1::ACCEPT: return kExitAccept;
+    case v1::REJECT: return kExitReject;
+    default: return kExitInconclusive;
+  }
+}
+
+}  // namespace
+
+void AddEvalCommand(CLI::App& app, int* exit_code) {
+  CLI::App* cmd = app.add_subcommand(
+      "eval",
+      "Evaluate a candidate commit against its baseline on this machine: build, "
+      "correctness, benchmarks (ABBA, sequential gate). Exit 0 accept, 1 reject, 2 "
+      "usage/input error, 3 inconclusive, 4 infrastructure error.");
+  auto args = std::make_shared<EvalArgs>();
+  const char* home = std::getenv("HOME");
+  args->workspace = absl::StrCat(home ? home : "/tmp", "/.cache/densegate/workspace");
+  cmd->add_option("--repo", args->repo, "Repository path or URL")->capture_default_str();
+  cmd->add_option("--baseline", args->baseline, "Baseline ref (its manifest is used)")
+      ->required();
+  cmd->add_option("--candidate", args->candidate, "Candidate ref")->required();
+  cmd->add_option("--policy", args->policy, "gain or no-regression")->capture_default_str();
+  cmd->add_option("--claim", args->claims, "METRIC>=SPEEDUP, repeatable");
+  cmd->add_option("--out", args->out, "Write the feedback bundle to this directory");
+  cmd->add_option("--workspace", args->workspace, "Worktrees and caches")
+      ->capture_default_str();
+  cmd->add_flag("--json", args->json, "Print the verdict as JSON");
+  cmd->add_flag("--override-protected", args->override_protected,
+                "Accept changes to protected paths (recorded in the verdict)");
+  cmd->add_option("--override-reason", args->override_reason, "Why the override");
+  cmd->callback([args, exit_code] { *exit_code = Eval(*args); });
+}
+
+}  // namespace densegate::cli

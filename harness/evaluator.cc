@@ -1,0 +1,552 @@
+#include "harness/evaluator.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "google/protobuf/util/time_util.h"
+#include "harness/feedback.h"
+#include "harness/parse/benchmark_output.h"
+#include "harness/workspace/workspace.h"
+#include "proto/manifest.h"
+#include "results/gate/gate.h"
+#include "results/verdict/verdict.h"
+
+namespace densegate::harness {
+namespace {
+
+using results::GateInput;
+using results::GateResult;
+using results::MetricSamples;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string LastLines(const std::string& text, int lines) {
+  size_t start = text.size();
+  // Step back over `lines` newlines (ignoring a trailing one).
+  if (start > 0 && text[start - 1] == '\n') --start;
+  for (int i = 0; i < lines && start > 0; ++i) {
+    size_t nl = text.rfind('\n', start - 1);
+    if (nl == std::string::npos) return text;
+    start = nl;
+  }
+  return start == 0 ? text : text.substr(start + 1);
+}
+
+v1::Reason Reason(v1::ReasonCode code, v1::StageKind stage, std::string message,
+                  std::string metric = "") {
+  v1::Reason r;
+  r.set_code(code);
+  r.set_stage(stage);
+  r.set_metric(std::move(metric));
+  r.set_message(std::move(message));
+  return r;
+}
+
+// A stage in progress: times itself and reports start and end.
+class StageRun {
+ public:
+  StageRun(v1::StageKind kind, EvalListener* listener, std::vector<v1::Stage>* stages)
+      : listener_(listener), stages_(stages), start_(absl::Now()) {
+    stage_.set_kind(kind);
+    stage_.set_status(v1::STAGE_RUNNING);
+    *stage_.mutable_started_at() =
+        google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(start_));
+    if (listener_) listener_->OnStage(stage_);
+  }
+  v1::Stage& stage() { return stage_; }
+  void End(v1::StageStatus status, std::string summary) {
+    stage_.set_status(status);
+    stage_.set_summary(std::move(summary));
+    stage_.set_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
+    if (listener_) listener_->OnStage(stage_);
+    stages_->push_back(stage_);
+  }
+
+ private:
+  EvalListener* listener_;
+  std::vector<v1::Stage>* stages_;
+  absl::Time start_;
+  v1::Stage stage_;
+};
+
+void Skip(v1::StageKind kind, const char* why, EvalListener* listener,
+          std::vector<v1::Stage>* stages) {
+  StageRun run(kind, nullptr, stages);
+  run.End(v1::STAGE_SKIPPED, why);
+  if (listener) listener->OnStage(stages->back());
+}
+
+class Evaluation {
+ public:
+  Evaluation(const EvaluatorOptions& options, ProcessLauncher* launcher,
+             const EvalRequest& request, EvalListener* listener)
+      : options_(options), launcher_(launcher), git_(launcher), request_(request),
+        listener_(listener) {}
+
+  absl::StatusOr<EvalOutcome> Run();
+
+ private:
+  // Runs a shell command in an arm's worktree; its output goes to
+  // logs/<name>.{out,err}.
+  absl::StatusOr<ProcessResult> Shell(const std::string& command, const std::string& dir,
+                                      const std::string& name, int timeout_s);
+  std::string LogPath(const std::string& name) const { return log_dir_ + "/" + name; }
+
+  absl::StatusOr<bool> Preflight();
+  absl::StatusOr<bool> Build();
+  absl::StatusOr<bool> Correctness();
+  absl::StatusOr<bool> Benchmarks();
+  EvalOutcome Finish(v1::Decision decision_if_failed);
+
+  const EvaluatorOptions& options_;
+  ProcessLauncher* launcher_;
+  Git git_;
+  const EvalRequest& request_;
+  EvalListener* listener_;
+
+  std::string log_dir_;
+  Checkout checkout_;
+  v1::Manifest manifest_;
+  std::string manifest_hash_;
+  results::GateParameters params_;
+  std::vector<v1::Stage> stages_;
+  std::vector<v1::Reason> failures_;
+  absl::Status infrastructure_;
+  std::vector<v1::Sample> samples_;
+  std::vector<MetricSamples> metrics_;
+  GateResult gate_;
+  GateInput gate_input_;
+};
+
+absl::StatusOr<ProcessResult> Evaluation::Shell(const std::string& command,
+                                                const std::string& dir,
+                                                const std::string& name, int timeout_s) {
+  ProcessSpec spec;
+  spec.argv = {"/bin/sh", "-c", command};
+  spec.working_dir = dir;
+  spec.env["HOME"] = checkout_.home;
+  spec.stdout_path = LogPath(name + ".out");
+  spec.stderr_path = LogPath(name + ".err");
+  spec.wall_timeout = absl::Seconds(timeout_s > 0 ? timeout_s : 1800);
+  spec.limits.file_size_bytes = int64_t{8} << 30;
+  spec.cpus = options_.cpus;
+  return launcher_->Run(spec);
+}
+
+absl::StatusOr<bool> Evaluation::Preflight() {
+  StageRun run(v1::PREFLIGHT, listener_, &stages_);
+  absl::StatusOr<Checkout> checkout =
+      Workspace(options_.workspace_root, options_.slot, &git_)
+          .Prepare(request_.repo, request_.baseline_ref, request_.candidate_ref);
+  if (!checkout.ok()) {
+    run.End(v1::STAGE_ERROR, std::string(checkout.status().message()));
+    return checkout.status();
+  }
+  checkout_ = *checkout;
+  absl::StatusOr<std::string> text =
+      git_.ShowFile(checkout_.mirror, checkout_.baseline_sha, kManifestFileName);
+  if (!text.ok()) {
+    run.End(v1::STAGE_ERROR, "no densegate.json in the baseline commit");
+    return absl::NotFoundError(absl::StrFormat(
+        "the baseline commit %s of %s has no %s at its root: add a manifest (see "
+        "README, \"The manifest\") to the baseline first",
+        checkout_.baseline_sha.substr(0, 12), request_.repo, kManifestFileName));
+  }
+  std::vector<ManifestError> errors;
+  absl::StatusOr<v1::Manifest> manifest = ParseManifest(*text, &errors);
+  if (manifest.ok()) {
+    absl::StatusOr<std::vector<std::string>> files =
+        git_.ListFiles(checkout_.mirror, checkout_.baseline_sha);
+    if (!files.ok()) return files.status();
+    errors = ValidateManifest(*manifest, GitTree(*files));
+  }
+  if (!errors.empty()) {
+    std::vector<std::string> lines;
+    for (const auto& e : errors) lines.push_back(e.ToString());
+    run.End(v1::STAGE_ERROR, "invalid manifest in the baseline");
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the baseline's %s is invalid; fix it there first:\n  %s", kManifestFileName,
+        absl::StrJoin(lines, "\n  ")));
+  }
+  manifest_ = *manifest;
+  manifest_hash_ = absl::StrFormat("%016x", std::hash<std::string>{}(*text));
+  absl::StatusOr<results::GateParameters> params =
+      results::ResolveGateParameters(manifest_.gate());
+  if (!params.ok()) return params.status();
+  params_ = *params;
+
+  if (!manifest_.kernel_checks().empty() || !manifest_.precision().empty()) {
+    run.End(v1::STAGE_ERROR, "kernel checks and precision suites are not run yet");
+    infrastructure_ = absl::UnimplementedError(absl::StrFormat(
+        "the manifest declares %d kernel checks and %d precision suites; this "
+        "densegate cannot run trusted kernel evaluation yet, so it will not "
+        "pretend they passed",
+        manifest_.kernel_checks_size(), manifest_.precision_size()));
+    return false;
+  }
+
+  absl::StatusOr<std::vector<std::string>> changed =
+      git_.ChangedPaths(checkout_.mirror, checkout_.baseline_sha, checkout_.candidate_sha);
+  if (!changed.ok()) return changed.status();
+  std::vector<std::string> hits;
+  for (const std::string& path : *changed) {
+    for (const std::string& p : manifest_.protected_paths()) {
+      if (IsUnderPath(path, p)) {
+        hits.push_back(path);
+        break;
+      }
+    }
+  }
+  if (!hits.empty() && !request_.protected_path_override) {
+    std::string message = absl::StrFormat(
+        "the candidate changes protected paths: %s (protected by the baseline's "
+        "manifest; an admin override is needed)",
+        absl::StrJoin(hits, ", "));
+    failures_.push_back(Reason(v1::PROTECTED_PATH, v1::PREFLIGHT, message));
+    run.End(v1::STAGE_FAILED, message);
+    return false;
+  }
+  run.End(v1::STAGE_PASSED,
+          hits.empty() ? absl::StrFormat("%d files changed, none protected", changed->size())
+                       : absl::StrFormat("protected paths changed under override (%s): %s",
+                                         request_.override_reason, absl::StrJoin(hits, ", ")));
+  return true;
+}
+
+absl::StatusOr<bool> Evaluation::Build() {
+  StageRun run(v1::BUILD, listener_, &stages_);
+  run.stage().set_log_uri(LogPath("build-candidate.err"));
+  const auto& build = manifest_.build();
+  for (bool candidate : {false, true}) {
+    std::string arm = candidate ? "candidate" : "baseline";
+    if (listener_) {
+      v1::Progress p;
+      p.set_stage(v1::BUILD);
+      p.set_message("building " + arm);
+      listener_->OnProgress(p);
+    }
+    absl::StatusOr<ProcessResult> r =
+        Shell(build.command(), candidate ? checkout_.candidate_dir : checkout_.baseline_dir,
+              "build-" + arm, build.timeout_s());
+    if (!r.ok()) return r.status();
+    if (!r->ok()) {
+      std::string tail = LastLines(Slurp(LogPath("build-" + arm + ".err")), 8);
+      std::string message = absl::StrFormat("%s build %s: %s\n%s", arm, r->Describe(),
+                                            build.command(), tail);
+      if (!candidate) {
+        run.End(v1::STAGE_ERROR, message);
+        infrastructure_ = absl::FailedPreconditionError(
+            "the baseline does not build, so nothing can be compared: " + message);
+        return false;
+      }
+      failures_.push_back(Reason(v1::BUILD_FAILED, v1::BUILD, message));
+      run.End(v1::STAGE_FAILED, message);
+      return false;
+    }
+  }
+  run.End(v1::STAGE_PASSED, "baseline and candidate built with: " + build.command());
+  return true;
+}
+
+// JUnit files named by a correctness suite's results.
+std::vector<std::string> ResultFiles(const v1::CorrectnessSuite& suite, const std::string& dir) {
+  std::string root = suite.results() == v1::BAZEL_TEST ? dir + "/bazel-testlogs"
+                                                       : dir + "/" + suite.results_path();
+  std::string list = absl::StrFormat("find -L '%s' -name '*.xml' -type f 2>/dev/null > '%s.list'",
+                                     root, root);
+  std::vector<std::string> files;
+  if (std::system(list.c_str()) != 0) return files;
+  std::ifstream in(root + ".list");
+  for (std::string line; std::getline(in, line);) files.push_back(line);
+  std::remove((root + ".list").c_str());
+  return files;
+}
+
+absl::StatusOr<bool> Evaluation::Correctness() {
+  if (manifest_.correctness().empty()) {
+    Skip(v1::CORRECTNESS, "no correctness suites declared", listener_, &stages_);
+    return true;
+  }
+  StageRun run(v1::CORRECTNESS, listener_, &stages_);
+  int passed = 0;
+  std::vector<std::string> failed;
+  for (const v1::CorrectnessSuite& suite : manifest_.correctness()) {
+    std::string name = "correctness-" + suite.name();
+    absl::StatusOr<ProcessResult> r =
+        Shell(suite.command(), checkout_.candidate_dir, name, suite.timeout_s());
+    if (!r.ok()) return r.status();
+    bool cases_failed = false;
+    if (suite.results() == v1::JUNIT_XML || suite.results() == v1::BAZEL_TEST) {
+      for (const std::string& file : ResultFiles(suite, checkout_.candidate_dir)) {
+        absl::StatusOr<std::vector<v1::TestCaseResult>> cases = ParseJUnitXml(Slurp(file));
+        if (!cases.ok()) continue;
+        for (v1::TestCaseResult& c : *cases) {
+          if (c.passed()) {
+            ++passed;
+          } else {
+            cases_failed = true;
+            failed.push_back(absl::StrCat(c.suite(), ".", c.name(),
+                                          c.message().empty() ? "" : ": " + c.message()));
+          }
+          *run.stage().add_tests() = std::move(c);
+        }
+      }
+    }
+    if (!r->ok() && !cases_failed) {
+      failed.push_back(absl::StrFormat("suite %s: %s\n%s", suite.name(), r->Describe(),
+                                       LastLines(Slurp(LogPath(name + ".err")), 8)));
+    } else if (r->ok() && suite.results() == v1::EXIT_CODE) {
+      ++passed;
+    }
+  }
+  if (!failed.empty()) {
+    std::string message = absl::StrFormat("%d failing: %s", failed.size(),
+                                          absl::StrJoin(failed, "; "));
+    failures_.push_back(Reason(v1::CORRECTNESS_FAILED, v1::CORRECTNESS, message));
+    run.End(v1::STAGE_FAILED, message);
+    return false;
+  }
+  run.End(v1::STAGE_PASSED, absl::StrFormat("%d passed", passed));
+  return true;
+}
+
+absl::StatusOr<bool> Evaluation::Benchmarks() {
+  if (manifest_.benchmarks().empty()) {
+    Skip(v1::MICROBENCHMARK, "no benchmarks declared", listener_, &stages_);
+    Skip(v1::END_TO_END, "no benchmarks declared", listener_, &stages_);
+    return true;
+  }
+  // Metric index by (benchmark, metric).
+  for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
+    for (const v1::MetricSpec& m : b.metrics()) {
+      MetricSamples s;
+      s.name = m.name();
+      s.unit = m.unit();
+      s.direction = m.direction();
+      s.primary = m.primary();
+      s.stage = b.kind() == v1::GOOGLE_BENCHMARK ? v1::MICROBENCHMARK : v1::END_TO_END;
+      metrics_.push_back(s);
+    }
+  }
+  gate_input_.policy = request_.policy == v1::POLICY_UNSPECIFIED ? v1::GAIN : request_.policy;
+  gate_input_.params = params_;
+  gate_input_.claims = request_.claims;
+  gate_input_.seed = request_.seed;
+
+  bool has_micro = false, has_e2e = false;
+  for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
+    (b.kind() == v1::GOOGLE_BENCHMARK ? has_micro : has_e2e) = true;
+  }
+  // Both kinds run interleaved in one ABBA loop so that the gate sees every
+  // metric at each look; the loop is recorded under the first stage kind.
+  StageRun micro(has_micro ? v1::MICROBENCHMARK : v1::END_TO_END, listener_, &stages_);
+  int pairs = 0;
+  int target = results::PlanLooks(params_).pairs.front();
+  int64_t next_sample_id = 1;
+  while (true) {
+    for (; pairs < target; ++pairs) {
+      // ABBA: even pairs run the baseline first, odd pairs the candidate.
+      for (int turn = 0; turn < 2; ++turn) {
+        bool candidate = (pairs % 2 == 0) == (turn == 1);
+        std::string arm = candidate ? "candidate" : "baseline";
+        size_t metric_index = 0;
+        for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
+          std::string command = b.command();
+          if (b.kind() == v1::GOOGLE_BENCHMARK) command += " --benchmark_format=json";
+          std::string name = absl::StrFormat("bench-%s-%s-%d", b.name(), arm, pairs);
+          absl::StatusOr<ProcessResult> r =
+              Shell(command, candidate ? checkout_.candidate_dir : checkout_.baseline_dir, name,
+                    b.timeout_s());
+          if (!r.ok()) return r.status();
+          std::string out = Slurp(LogPath(name + ".out"));
+          auto fail = [&](v1::ReasonCode code, std::string message) {
+            message = absl::StrFormat("%s benchmark %s (%s, pair %d): %s", arm, b.name(),
+                                      b.command(), pairs, message);
+            if (!candidate) {
+              infrastructure_ = absl::FailedPreconditionError(message);
+              micro.End(v1::STAGE_ERROR, message);
+            } else {
+              failures_.push_back(Reason(code, micro.stage().kind(), message));
+              micro.End(v1::STAGE_FAILED, message);
+            }
+          };
+          if (!r->ok()) {
+            fail(v1::CORRECTNESS_FAILED,
+                 absl::StrCat(r->Describe(), "\n", LastLines(Slurp(LogPath(name + ".err")), 6)));
+            return false;
+          }
+          std::vector<double> values;
+          if (b.kind() == v1::GOOGLE_BENCHMARK) {
+            absl::StatusOr<std::vector<BenchmarkRun>> runs = ParseGoogleBenchmarkJson(out);
+            if (!runs.ok()) {
+              fail(v1::CORRECTNESS_FAILED, std::string(runs.status().message()));
+              return false;
+            }
+            double claimed = ClaimedTimedSeconds(*runs);
+            if (claimed > r->wall_seconds) {
+              fail(v1::GAMING, absl::StrFormat(
+                                   "reports %.3f s of timed work in a process that lived "
+                                   "%.3f s by the harness's clock: its times are not real",
+                                   claimed, r->wall_seconds));
+              return false;
+            }
+            for (const v1::MetricSpec& m : b.metrics()) {
+              absl::StatusOr<double> v = GoogleBenchmarkMetric(*runs, m);
+              if (!v.ok()) {
+                fail(v1::CORRECTNESS_FAILED, std::string(v.status().message()));
+                return false;
+              }
+              values.push_back(*v);
+            }
+          } else {
+            for (const v1::MetricSpec& m : b.metrics()) {
+              absl::StatusOr<double> v = JsonNumberAt(out, m.source());
+              if (!v.ok() || !(*v > 0) || !std::isfinite(*v)) {
+                fail(v1::CORRECTNESS_FAILED,
+                     v.ok() ? absl::StrFormat("%s = %g is not a positive number", m.source(), *v)
+                            : std::string(v.status().message()));
+                return false;
+              }
+              values.push_back(*v);
+            }
+          }
+          for (size_t i = 0; i < values.size(); ++i, ++metric_index) {
+            MetricSamples& s = metrics_[metric_index];
+            (candidate ? s.candidate : s.baseline).push_back(values[i]);
+            v1::Sample sample;
+            sample.set_id(next_sample_id++);
+            sample.set_metric(s.name);
+            sample.set_arm(candidate ? v1::CANDIDATE : v1::BASELINE);
+            sample.set_pair_index(pairs);
+            sample.set_value(values[i]);
+            sample.set_unit(s.unit);
+            sample.set_process_wall_seconds(r->wall_seconds);
+            sample.set_process_cpu_seconds(r->user_seconds + r->system_seconds);
+            samples_.push_back(sample);
+          }
+        }
+      }
+      if (listener_) {
+        v1::Progress p;
+        p.set_stage(v1::MICROBENCHMARK);
+        p.set_repetition(pairs + 1);
+        p.set_repetitions_planned(target);
+        const MetricSamples& first = metrics_.front();
+        double ratio = first.direction == v1::LOWER_IS_BETTER
+                           ? first.baseline.back() / first.candidate.back()
+                           : first.candidate.back() / first.baseline.back();
+        p.set_metric(first.name);
+        p.set_current_estimate(ratio);
+        listener_->OnProgress(p);
+      }
+    }
+    gate_input_.metrics = metrics_;
+    absl::StatusOr<GateResult> result = results::Evaluate(gate_input_);
+    if (!result.ok()) return result.status();
+    if (!result->needs_more_pairs) {
+      gate_ = *result;
+      break;
+    }
+    target = result->next_pairs;
+  }
+  bool regressed = false;
+  for (const v1::Reason& r : gate_.reasons) regressed |= r.code() == v1::REGRESSION;
+  std::string summary = absl::StrFormat("%d pairs, ABBA, fresh process each: %s",
+                                        gate_.pairs_used, v1::Decision_Name(gate_.decision));
+  micro.End(regressed ? v1::STAGE_FAILED : v1::STAGE_PASSED, summary);
+  if (has_micro && has_e2e) {
+    StageRun e2e(v1::END_TO_END, nullptr, &stages_);
+    e2e.End(stages_[stages_.size() - 2].status(),
+            "interleaved with the microbenchmarks: " + summary);
+  } else {
+    Skip(has_micro ? v1::END_TO_END : v1::MICROBENCHMARK, "none declared", listener_, &stages_);
+  }
+  return true;
+}
+
+absl::StatusOr<EvalOutcome> Evaluation::Run() {
+  std::string root = options_.workspace_root;
+  log_dir_ = request_.out_dir.empty() ? root + "/logs/last" : request_.out_dir + "/logs";
+  std::string mkdir = absl::StrFormat("rm -rf '%s' && mkdir -p '%s'", log_dir_, log_dir_);
+  if (std::system(mkdir.c_str()) != 0) {
+    return absl::FailedPreconditionError("cannot create the log directory " + log_dir_);
+  }
+  EvalOutcome outcome;
+  using Step = absl::StatusOr<bool> (Evaluation::*)();
+  bool ok = true;
+  for (Step step : {&Evaluation::Preflight, &Evaluation::Build, &Evaluation::Correctness,
+                    &Evaluation::Benchmarks}) {
+    absl::StatusOr<bool> r = (this->*step)();
+    if (!r.ok()) {
+      if (r.status().code() == absl::StatusCode::kInvalidArgument ||
+          r.status().code() == absl::StatusCode::kNotFound) {
+        return r.status();
+      }
+      infrastructure_ = r.status();
+    }
+    if (!r.ok() || !*r) {
+      ok = false;
+      break;
+    }
+  }
+  if (checkout_.baseline_dir.size()) {
+    (void)Workspace(options_.workspace_root, options_.slot, &git_).Clean(checkout_);
+  }
+  if (!infrastructure_.ok()) {
+    outcome.infrastructure_error = infrastructure_;
+    WriteFeedbackBundle(request_.out_dir, nullptr, stages_, samples_, infrastructure_);
+    return outcome;
+  }
+  if (!ok) {
+    // Early exit: later stages are skipped, the failure decides.
+    for (v1::StageKind k : {v1::BUILD, v1::CORRECTNESS, v1::MICROBENCHMARK}) {
+      bool seen = false;
+      for (const v1::Stage& s : stages_) seen |= s.kind() == k;
+      if (!seen) Skip(k, "skipped: an earlier stage failed", listener_, &stages_);
+    }
+    gate_input_.policy = request_.policy == v1::POLICY_UNSPECIFIED ? v1::GAIN : request_.policy;
+    gate_input_.params = params_;
+    gate_input_.stage_failures = failures_;
+    absl::StatusOr<GateResult> result = results::Evaluate(gate_input_);
+    if (!result.ok()) return result.status();
+    gate_ = *result;
+  }
+  results::VerdictContext context;
+  context.candidate_id = absl::StrFormat("%016x", std::hash<std::string>{}(absl::StrCat(
+                                                      request_.repo, checkout_.baseline_sha,
+                                                      checkout_.candidate_sha, manifest_hash_)));
+  context.manifest_hash = manifest_hash_;
+  context.node_id = options_.node_id;
+  context.node_fingerprint = options_.node_fingerprint;
+  context.software_version = options_.software_version;
+  for (const v1::Sample& s : samples_) context.sample_ids.push_back(s.id());
+  context.stages = stages_;
+  outcome.verdict = results::MakeVerdict(gate_input_, gate_, context);
+  WriteFeedbackBundle(request_.out_dir, &outcome.verdict, stages_, samples_, absl::OkStatus());
+  return outcome;
+}
+
+}  // namespace
+
+Evaluator::Evaluator(EvaluatorOptions options, ProcessLauncher* launcher)
+    : options_(std::move(options)), launcher_(launcher) {}
+
+absl::StatusOr<EvalOutcome> Evaluator::Evaluate(const EvalRequest& request,
+                                                EvalListener* listener) {
+  return Evaluation(options_, launcher_, request, listener).Run();
+}
+
+}  // namespace densegate::harness

@@ -1,0 +1,102 @@
+// Evaluator: one candidate against its baseline, on this node, start to
+// verdict. The engine behind `densegate eval` and the node worker.
+//
+// Data path of one evaluation:
+//   1. preflight: check out both commits (Workspace), read the manifest from
+//      the BASELINE commit, validate it against the baseline tree, and
+//      reject a candidate that changes a protected path (unless overridden);
+//   2. build both arms with the manifest's command (sandboxed, same flags);
+//      a failing candidate build rejects, a failing baseline build is an
+//      infrastructure error;
+//   3. correctness: the manifest's test commands on the candidate, results
+//      per test case (exit code, JUnit XML, or Bazel's test.xml files);
+//   4+5. benchmarks: Google Benchmark binaries (microbenchmark stage) and
+//      JSON commands (end-to-end stage), baseline and candidate interleaved
+//      ABBA, each repetition a fresh process, pairs added until the
+//      sequential gate (results/gate) decides. Self-reported times are
+//      checked against the process's own lifetime on the harness's clock.
+// Stages stop at the first failure. Every stage is reported to the
+// listener as it starts and ends, with repetition progress in between, and
+// written with its log into the feedback bundle when an output directory is
+// given (see feedback.h).
+//
+// Kernel checks and precision suites (trusted out-of-process kernel
+// evaluation) are declared in the manifest schema but not run by this
+// version: a manifest that declares them gets an infrastructure error
+// naming them, never a silent pass.
+//
+// Thread-safety: one evaluation at a time per Evaluator (it owns a slot).
+#ifndef DENSEGATE_HARNESS_EVALUATOR_H_
+#define DENSEGATE_HARNESS_EVALUATOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "harness/process/launcher.h"
+#include "proto/densegate.pb.h"
+
+namespace densegate::harness {
+
+struct EvalRequest {
+  std::string repo;  // Local path or URL.
+  std::string baseline_ref;
+  std::string candidate_ref;
+  // UNSPECIFIED: GAIN.
+  v1::Policy policy = v1::POLICY_UNSPECIFIED;
+  std::vector<v1::Claim> claims;
+  bool protected_path_override = false;
+  std::string override_reason;
+  // Feedback bundle directory; empty: none.
+  std::string out_dir;
+  // Seeds the statistics (bootstrap); recorded in the verdict.
+  uint64_t seed = 0;
+};
+
+// Receives live progress. Called on the evaluating thread.
+class EvalListener {
+ public:
+  virtual ~EvalListener() = default;
+  virtual void OnStage(const v1::Stage& stage) = 0;
+  virtual void OnProgress(const v1::Progress& progress) = 0;
+};
+
+struct EvaluatorOptions {
+  // Worktrees, mirrors and the shared build cache live here.
+  std::string workspace_root;
+  int slot = 0;
+  // Reported in the verdict's provenance.
+  std::string node_id = "local";
+  std::string node_fingerprint;
+  std::string software_version;
+  // CPUs the measured processes are pinned to; empty: any.
+  std::vector<int> cpus;
+};
+
+struct EvalOutcome {
+  // Set when a decision was reached (accept, reject or inconclusive).
+  v1::Verdict verdict;
+  // Set instead when the evaluation could not be carried out for reasons
+  // that are not the candidate's fault (exit code 4).
+  absl::Status infrastructure_error;
+};
+
+class Evaluator {
+ public:
+  // `launcher` is not owned and must outlive the evaluator.
+  Evaluator(EvaluatorOptions options, ProcessLauncher* launcher);
+
+  // InvalidArgument/NotFound for bad requests (unknown refs, no manifest,
+  // invalid baseline manifest); everything else ends in an EvalOutcome.
+  absl::StatusOr<EvalOutcome> Evaluate(const EvalRequest& request,
+                                       EvalListener* listener);
+
+ private:
+  EvaluatorOptions options_;
+  ProcessLauncher* launcher_;
+};
+
+}  // namespace densegate::harness
+
+#endif  // DENSEGATE_HARNESS_EVALUATOR_H_

@@ -1,0 +1,157 @@
+#include "harness/feedback.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_format.h"
+
+namespace densegate::harness {
+namespace {
+
+using json = nlohmann::json;
+
+std::string Lower(const std::string& s) { return absl::AsciiStrToLower(s); }
+
+std::string StageName(v1::StageKind k) { return Lower(v1::StageKind_Name(k)); }
+
+std::string StatusName(v1::StageStatus s) {
+  std::string name = v1::StageStatus_Name(s);
+  return Lower(name.substr(name.find('_') + 1));  // STAGE_PASSED -> passed
+}
+
+std::string DirectionName(v1::Direction d) {
+  return d == v1::HIGHER_IS_BETTER ? "higher_is_better" : "lower_is_better";
+}
+
+// "kda_decode.fused_b32" -> "kda_decode": the component a metric measures.
+std::string Component(const std::string& metric) { return metric.substr(0, metric.find('.')); }
+
+void WriteJson(const std::string& path, const json& j) { std::ofstream(path) << j.dump(2) << "\n"; }
+
+}  // namespace
+
+json VerdictJson(const v1::Verdict& v) {
+  json out;
+  out["decision"] = Lower(v1::Decision_Name(v.decision()));
+  out["policy"] = v.policy() == v1::NO_REGRESSION ? "no-regression" : "gain";
+  out["reasons"] = json::array();
+  for (const auto& r : v.reasons()) out["reasons"].push_back(r.message());
+  out["stages"] = json::array();
+  for (const auto& s : v.stages()) {
+    out["stages"].push_back({{"name", StageName(s.kind())},
+                             {"status", StatusName(s.status())},
+                             {"seconds", s.seconds()}});
+  }
+  out["metrics"] = json::array();
+  for (const auto& m : v.metrics()) {
+    out["metrics"].push_back({{"name", m.metric()},
+                              {"unit", m.unit()},
+                              {"direction", DirectionName(m.direction())},
+                              {"baseline", m.baseline()},
+                              {"candidate", m.candidate()},
+                              {"speedup", m.speedup()},
+                              {"ci_low", m.ci_low()},
+                              {"ci_high", m.ci_high()},
+                              {"n_pairs", m.n_pairs()}});
+  }
+  out["claims"] = json::array();
+  for (const auto& c : v.claims()) {
+    out["claims"].push_back(
+        {{"metric", c.metric()}, {"claimed", c.claimed()}, {"verified", c.verified()}});
+  }
+  out["evaluation_id"] = v.evaluation_id();
+  out["candidate_id"] = v.candidate_id();
+  return out;
+}
+
+json FeedbackJson(const v1::Verdict& v) {
+  json out;
+  out["decision"] = Lower(v1::Decision_Name(v.decision()));
+  std::vector<const v1::MetricComparison*> moved, unchanged;
+  for (const auto& m : v.metrics()) {
+    bool beyond_noise = m.ci_low() > 1 || m.ci_high() < 1;
+    (beyond_noise ? moved : unchanged).push_back(&m);
+  }
+  std::sort(moved.begin(), moved.end(), [](auto* a, auto* b) {
+    return std::fabs(std::log(a->speedup())) > std::fabs(std::log(b->speedup()));
+  });
+  out["moved"] = json::array();
+  for (const auto* m : moved) {
+    out["moved"].push_back(
+        {{"metric", m->metric()},
+         {"component", Component(m->metric())},
+         {"stage", StageName(m->stage())},
+         {"change", m->speedup() >= 1 ? "faster" : "slower"},
+         {"speedup", m->speedup()},
+         {"interval", {m->ci_low(), m->ci_high()}},
+         {"n_pairs", m->n_pairs()},
+         {"baseline", m->baseline()},
+         {"candidate", m->candidate()},
+         {"unit", m->unit()}});
+  }
+  out["within_noise"] = json::array();
+  for (const auto* m : unchanged) {
+    out["within_noise"].push_back({{"metric", m->metric()},
+                                   {"speedup", m->speedup()},
+                                   {"interval", {m->ci_low(), m->ci_high()}}});
+  }
+  out["why"] = json::array();
+  for (const auto& r : v.reasons()) {
+    out["why"].push_back({{"code", Lower(v1::ReasonCode_Name(r.code()))},
+                          {"stage", StageName(r.stage())},
+                          {"message", r.message()}});
+  }
+  std::string headline;
+  if (!moved.empty()) {
+    headline = absl::StrFormat("%s: %.3fx [%.3f, %.3f], attributed to %s", moved[0]->metric(),
+                               moved[0]->speedup(), moved[0]->ci_low(), moved[0]->ci_high(),
+                               Component(moved[0]->metric()));
+  } else if (!v.reasons().empty()) {
+    headline = v.reasons(0).message();
+  } else {
+    headline = "no metric moved beyond noise";
+  }
+  out["headline"] = headline;
+  return out;
+}
+
+void WriteFeedbackBundle(const std::string& dir, const v1::Verdict* verdict,
+                         const std::vector<v1::Stage>& stages,
+                         const std::vector<v1::Sample>& samples,
+                         const absl::Status& infrastructure_error) {
+  if (dir.empty()) return;
+  json stage_list = json::array();
+  for (const auto& s : stages) {
+    stage_list.push_back({{"name", StageName(s.kind())},
+                          {"status", StatusName(s.status())},
+                          {"seconds", s.seconds()},
+                          {"summary", s.summary()},
+                          {"log", s.log_uri()},
+                          {"tests", s.tests_size()}});
+  }
+  WriteJson(dir + "/stages.json", stage_list);
+  json sample_list = json::array();
+  for (const auto& s : samples) {
+    sample_list.push_back({{"metric", s.metric()},
+                           {"arm", Lower(v1::Arm_Name(s.arm()))},
+                           {"pair", s.pair_index()},
+                           {"value", s.value()},
+                           {"unit", s.unit()},
+                           {"process_wall_seconds", s.process_wall_seconds()},
+                           {"process_cpu_seconds", s.process_cpu_seconds()}});
+  }
+  WriteJson(dir + "/samples.json", sample_list);
+  if (verdict != nullptr) {
+    WriteJson(dir + "/verdict.json", VerdictJson(*verdict));
+    WriteJson(dir + "/feedback.json", FeedbackJson(*verdict));
+  } else {
+    json error = {{"decision", "error"},
+                  {"infrastructure_error", std::string(infrastructure_error.message())}};
+    WriteJson(dir + "/verdict.json", error);
+    WriteJson(dir + "/feedback.json", error);
+  }
+}
+
+}  // namespace densegate::harness

@@ -1,0 +1,88 @@
+#include "harness/feedback.h"
+
+#include <fstream>
+
+#include "gtest/gtest.h"
+
+namespace densegate::harness {
+namespace {
+
+v1::Verdict SampleVerdict() {
+  v1::Verdict v;
+  v.set_decision(v1::ACCEPT);
+  v.set_policy(v1::GAIN);
+  v1::Stage* s = v.add_stages();
+  s->set_kind(v1::MICROBENCHMARK);
+  s->set_status(v1::STAGE_PASSED);
+  s->set_seconds(4.5);
+  v1::MetricComparison* fast = v.add_metrics();
+  fast->set_metric("kda_decode.fused_b32");
+  fast->set_unit("ns");
+  fast->set_direction(v1::LOWER_IS_BETTER);
+  fast->set_baseline(11.6e6);
+  fast->set_candidate(3.4e6);
+  fast->set_speedup(3.41);
+  fast->set_ci_low(3.3);
+  fast->set_ci_high(3.5);
+  fast->set_n_pairs(6);
+  fast->set_stage(v1::MICROBENCHMARK);
+  v1::MetricComparison* flat = v.add_metrics();
+  flat->set_metric("serve.output_tps");
+  flat->set_direction(v1::HIGHER_IS_BETTER);
+  flat->set_speedup(1.01);
+  flat->set_ci_low(0.97);
+  flat->set_ci_high(1.04);
+  v1::MetricComparison* slow = v.add_metrics();
+  slow->set_metric("quant.int8");
+  slow->set_speedup(0.9);
+  slow->set_ci_low(0.88);
+  slow->set_ci_high(0.93);
+  v1::ClaimResult* c = v.add_claims();
+  c->set_metric("kda_decode.fused_b32");
+  c->set_claimed(1.7);
+  c->set_verified(true);
+  v1::Reason* r = v.add_reasons();
+  r->set_code(v1::VERIFIED);
+  r->set_message("kda_decode.fused_b32: speedup 3.410x");
+  return v;
+}
+
+TEST(FeedbackTest, VerdictJsonHasTheDocumentedFields) {
+  nlohmann::json j = VerdictJson(SampleVerdict());
+  EXPECT_EQ(j["decision"], "accept");
+  EXPECT_EQ(j["policy"], "gain");
+  EXPECT_EQ(j["reasons"][0], "kda_decode.fused_b32: speedup 3.410x");
+  EXPECT_EQ(j["stages"][0]["name"], "microbenchmark");
+  EXPECT_EQ(j["stages"][0]["status"], "passed");
+  EXPECT_EQ(j["stages"][0]["seconds"], 4.5);
+  const auto& m = j["metrics"][0];
+  for (const char* key : {"name", "unit", "direction", "baseline", "candidate", "speedup",
+                          "ci_low", "ci_high", "n_pairs"}) {
+    EXPECT_TRUE(m.contains(key)) << key;
+  }
+  EXPECT_EQ(m["direction"], "lower_is_better");
+  EXPECT_EQ(j["claims"][0]["verified"], true);
+}
+
+TEST(FeedbackTest, MovedMetricsAreRankedByEffectAndAttributed) {
+  nlohmann::json f = FeedbackJson(SampleVerdict());
+  ASSERT_EQ(f["moved"].size(), 2);
+  EXPECT_EQ(f["moved"][0]["metric"], "kda_decode.fused_b32");  // |log 3.41| > |log 0.9|
+  EXPECT_EQ(f["moved"][0]["component"], "kda_decode");
+  EXPECT_EQ(f["moved"][0]["change"], "faster");
+  EXPECT_EQ(f["moved"][1]["change"], "slower");
+  ASSERT_EQ(f["within_noise"].size(), 1);
+  EXPECT_EQ(f["within_noise"][0]["metric"], "serve.output_tps");
+  EXPECT_NE(f["headline"].get<std::string>().find("kda_decode"), std::string::npos);
+}
+
+TEST(FeedbackTest, BundleRecordsInfrastructureErrorsInsteadOfAVerdict) {
+  std::string dir = std::getenv("TEST_TMPDIR");
+  WriteFeedbackBundle(dir, nullptr, {}, {}, absl::UnavailableError("disk full"));
+  nlohmann::json v = nlohmann::json::parse(std::ifstream(dir + "/verdict.json"));
+  EXPECT_EQ(v["decision"], "error");
+  EXPECT_EQ(v["infrastructure_error"], "disk full");
+}
+
+}  // namespace
+}  // namespace densegate::harness

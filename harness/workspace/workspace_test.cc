@@ -1,0 +1,129 @@
+#include "harness/workspace/workspace.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace densegate::harness {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+
+std::string Tmp() { return std::getenv("TEST_TMPDIR"); }
+
+void Sh(const std::string& cmd) {
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A repository with two commits: v1 (baseline) and v2 (candidate) which
+// edits kernel.cc, adds tests/new_test.cc and renames old.txt.
+class WorkspaceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    repo_ = Tmp() + "/repo-" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::string git = "git -c user.name=t -c user.email=t@t -C " + repo_;
+    Sh("rm -rf " + repo_ + " && mkdir -p " + repo_ + "/tests && git init -q " + repo_);
+    Sh("echo v1 > " + repo_ + "/kernel.cc && echo x > " + repo_ + "/old.txt && echo t > " +
+       repo_ + "/tests/a_test.cc && echo '{}' > " + repo_ + "/densegate.json");
+    Sh(git + " add -A && " + git + " commit -q -m v1 && " + git + " tag v1");
+    Sh("echo v2 > " + repo_ + "/kernel.cc && echo n > " + repo_ + "/tests/new_test.cc && " +
+       git + " mv old.txt new.txt");
+    Sh(git + " add -A && " + git + " commit -q -m v2");
+  }
+
+  std::unique_ptr<ProcessLauncher> launcher_ =
+      NewSandboxLauncher(SandboxOptions{.scratch_root = Tmp()});
+  Git git_{launcher_.get()};
+  std::string repo_;
+};
+
+TEST_F(WorkspaceTest, ResolvesAndShowsFilesAtCommits) {
+  auto head = git_.ResolveCommit(repo_, "HEAD");
+  ASSERT_TRUE(head.ok()) << head.status();
+  EXPECT_EQ(head->size(), 40);
+  auto v1 = git_.ShowFile(repo_, "v1", "kernel.cc");
+  ASSERT_TRUE(v1.ok());
+  EXPECT_EQ(*v1, "v1\n");
+  EXPECT_EQ(git_.ShowFile(repo_, "v1", "missing.json").status().code(),
+            absl::StatusCode::kNotFound);
+  auto bad = git_.ResolveCommit(repo_, "no-such-branch");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("no-such-branch"));
+}
+
+TEST_F(WorkspaceTest, ChangedPathsIncludeBothSidesOfARename) {
+  auto changed = git_.ChangedPaths(repo_, "v1", "HEAD");
+  ASSERT_TRUE(changed.ok());
+  EXPECT_THAT(*changed, UnorderedElementsAre("kernel.cc", "new.txt", "old.txt",
+                                             "tests/new_test.cc"));
+}
+
+TEST_F(WorkspaceTest, GitTreeKnowsFilesAndDirectories) {
+  auto files = git_.ListFiles(repo_, "HEAD");
+  ASSERT_TRUE(files.ok());
+  GitTree tree(*files);
+  EXPECT_TRUE(tree.Exists("tests"));
+  EXPECT_TRUE(tree.Exists("tests/"));
+  EXPECT_TRUE(tree.Exists("tests/new_test.cc"));
+  EXPECT_TRUE(tree.Exists("densegate.json"));
+  EXPECT_FALSE(tree.Exists("old.txt"));
+  EXPECT_FALSE(tree.Exists("test"));
+}
+
+TEST(IsUnderPathTest, MatchesFilesAndDirectoriesOnly) {
+  EXPECT_TRUE(IsUnderPath("tests/a_test.cc", "tests"));
+  EXPECT_TRUE(IsUnderPath("tests/a_test.cc", "tests/"));
+  EXPECT_TRUE(IsUnderPath("densegate.json", "densegate.json"));
+  EXPECT_FALSE(IsUnderPath("tests2/a.cc", "tests"));
+  EXPECT_FALSE(IsUnderPath("test", "tests"));
+}
+
+TEST_F(WorkspaceTest, PreparesCleanWorktreesAndReusesThem) {
+  Workspace ws(Tmp() + "/ws", 0, &git_);
+  auto c = ws.Prepare(repo_, "HEAD~1", "HEAD");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(Slurp(c->baseline_dir + "/kernel.cc"), "v1\n");
+  EXPECT_EQ(Slurp(c->candidate_dir + "/kernel.cc"), "v2\n");
+  // A run leaves junk behind; Clean removes it, Prepare reuses the paths.
+  Sh("echo junk > " + c->candidate_dir + "/build.out && echo edit > " + c->candidate_dir +
+     "/kernel.cc");
+  ASSERT_TRUE(ws.Clean(*c).ok());
+  EXPECT_NE(access((c->candidate_dir + "/build.out").c_str(), F_OK), 0);
+  EXPECT_EQ(Slurp(c->candidate_dir + "/kernel.cc"), "v2\n");
+  auto again = ws.Prepare(repo_, "v1", "v1");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->candidate_dir, c->candidate_dir);
+  EXPECT_EQ(Slurp(again->candidate_dir + "/kernel.cc"), "v1\n");
+  // The shared cache is linked from the slot's home.
+  EXPECT_EQ(access((c->home + "/.cache/densegate").c_str(), F_OK), 0);
+}
+
+TEST_F(WorkspaceTest, UnknownRefIsNotFound) {
+  Workspace ws(Tmp() + "/ws2", 0, &git_);
+  auto c = ws.Prepare(repo_, "HEAD", "feature/nope");
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("feature/nope"));
+}
+
+TEST_F(WorkspaceTest, NotARepositoryIsAClearError) {
+  Workspace ws(Tmp() + "/ws3", 0, &git_);
+  Sh("mkdir -p " + Tmp() + "/plain");
+  auto c = ws.Prepare(Tmp() + "/plain", "HEAD", "HEAD");
+  EXPECT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("HEAD"));
+}
+
+}  // namespace
+}  // namespace densegate::harness

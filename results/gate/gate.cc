@@ -1,0 +1,379 @@
+#include "results/gate/gate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "absl/strings/str_format.h"
+#include "results/stats/multiplicity.h"
+#include "results/stats/paired.h"
+#include "results/stats/rank_tests.h"
+
+namespace densegate::results {
+namespace {
+
+// Share of the error budget spent at the first look (see gate.h).
+constexpr double kFirstLookShare = 5.0 / 8.0;
+// Growth of the pair count between looks.
+constexpr double kLookGrowth = 1.5;
+constexpr int kBootstrapResamples = 2000;
+
+absl::Status CheckParameters(const GateParameters& p) {
+  auto bad = [](const char* name, double v, const char* want) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("gate policy %s = %g: must be %s", name, v, want));
+  };
+  if (!(p.min_effect >= 0 && p.min_effect < 1)) {
+    return bad("min_effect", p.min_effect, "in [0, 1)");
+  }
+  if (!(p.confidence > 0.5 && p.confidence < 1)) {
+    return bad("confidence", p.confidence, "in (0.5, 1)");
+  }
+  if (!(p.regression_budget >= 0 && p.regression_budget < 1)) {
+    return bad("regression_budget", p.regression_budget, "in [0, 1)");
+  }
+  if (p.min_pairs < 2) return bad("min_pairs", p.min_pairs, ">= 2");
+  if (p.max_pairs < p.min_pairs) return bad("max_pairs", p.max_pairs, ">= min_pairs");
+  if (!(p.claim_tolerance > 0 && p.claim_tolerance <= 1)) {
+    return bad("claim_tolerance", p.claim_tolerance, "in (0, 1]");
+  }
+  if (!(p.sanity_ceiling > 1)) return bad("sanity_ceiling", p.sanity_ceiling, "> 1");
+  return absl::OkStatus();
+}
+
+std::string Ratio(double log_ratio) {
+  if (std::isinf(log_ratio)) return log_ratio > 0 ? "+inf" : "0";
+  return absl::StrFormat("%.3fx", std::exp(log_ratio));
+}
+
+// One metric's analysis at one look.
+struct MetricLook {
+  const MetricSamples* samples;
+  double estimate;  // Hodges-Lehmann, log units.
+  Interval bounds;  // At the look's alpha, log units.
+  double p_regression;
+  bool regressed = false;
+};
+
+struct LookDecision {
+  bool stop = false;
+  v1::Decision decision = v1::DECISION_UNSPECIFIED;
+  std::vector<v1::Reason> reasons;
+};
+
+v1::Reason MakeReason(v1::ReasonCode code, v1::StageKind stage,
+                      const std::string& metric, std::string message) {
+  v1::Reason r;
+  r.set_code(code);
+  r.set_stage(stage);
+  r.set_metric(metric);
+  r.set_message(std::move(message));
+  return r;
+}
+
+std::string Describe(const MetricLook& m, int n) {
+  return absl::StrFormat("%s: speedup %s [%s, %s] over %d pairs",
+                         m.samples->name, Ratio(m.estimate), Ratio(m.bounds.low),
+                         Ratio(m.bounds.high), n);
+}
+
+}  // namespace
+
+absl::StatusOr<GateParameters> ResolveGateParameters(const v1::GatePolicy& policy) {
+  GateParameters p;
+  if (policy.min_effect() != 0) p.min_effect = policy.min_effect();
+  if (policy.confidence() != 0) p.confidence = policy.confidence();
+  if (policy.regression_budget() != 0) p.regression_budget = policy.regression_budget();
+  if (policy.min_pairs() != 0) p.min_pairs = policy.min_pairs();
+  if (policy.max_pairs() != 0) p.max_pairs = policy.max_pairs();
+  if (policy.claim_tolerance() != 0) p.claim_tolerance = policy.claim_tolerance();
+  if (policy.sanity_ceiling() != 0) p.sanity_ceiling = policy.sanity_ceiling();
+  if (policy.max_calibration_noise() != 0) {
+    p.max_calibration_noise = policy.max_calibration_noise();
+  }
+  if (policy.min_effect() < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "gate policy min_effect = %g: must be in [0, 1)", policy.min_effect()));
+  }
+  absl::Status status = CheckParameters(p);
+  if (!status.ok()) return status;
+  return p;
+}
+
+v1::GatePolicy ToProto(const GateParameters& p) {
+  v1::GatePolicy g;
+  g.set_min_effect(p.min_effect);
+  g.set_confidence(p.confidence);
+  g.set_regression_budget(p.regression_budget);
+  g.set_min_pairs(p.min_pairs);
+  g.set_max_pairs(p.max_pairs);
+  g.set_claim_tolerance(p.claim_tolerance);
+  g.set_sanity_ceiling(p.sanity_ceiling);
+  g.set_max_calibration_noise(p.max_calibration_noise);
+  return g;
+}
+
+SequentialPlan PlanLooks(const GateParameters& params) {
+  SequentialPlan plan;
+  double alpha = (1 - params.confidence) / 2;
+  for (double n = params.min_pairs;;) {
+    int pairs = std::min(static_cast<int>(std::ceil(n)), params.max_pairs);
+    if (plan.pairs.empty() || pairs > plan.pairs.back()) plan.pairs.push_back(pairs);
+    if (pairs >= params.max_pairs) break;
+    n *= kLookGrowth;
+  }
+  size_t looks = plan.pairs.size();
+  if (looks == 1) {
+    plan.alpha = {alpha};
+  } else {
+    plan.alpha.assign(looks, alpha * (1 - kFirstLookShare) / (looks - 1));
+    plan.alpha[0] = alpha * kFirstLookShare;
+  }
+  return plan;
+}
+
+absl::StatusOr<GateResult> Evaluate(const GateInput& input) {
+  absl::Status status = CheckParameters(input.params);
+  if (!status.ok()) return status;
+  if (input.policy != v1::GAIN && input.policy != v1::NO_REGRESSION) {
+    return absl::InvalidArgumentError(
+        "policy must be GAIN or NO_REGRESSION (resolve the kind's default first)");
+  }
+
+  GateResult result;
+  if (!input.stage_failures.empty()) {
+    result.decision = v1::REJECT;
+    result.reasons = input.stage_failures;
+    return result;
+  }
+  if (input.metrics.empty()) {
+    return absl::InvalidArgumentError(
+        "no metrics to decide on: the manifest declares no benchmarks");
+  }
+
+  // Validate every metric and compute its log-ratios once.
+  std::vector<std::vector<double>> ratios;
+  std::map<std::string, size_t> by_name;
+  int available = input.params.max_pairs;
+  int primaries = 0;
+  for (size_t i = 0; i < input.metrics.size(); ++i) {
+    const MetricSamples& m = input.metrics[i];
+    if (m.direction != v1::LOWER_IS_BETTER && m.direction != v1::HIGHER_IS_BETTER) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("metric %s has no direction", m.name));
+    }
+    auto r = PairedLogRatios(m.baseline, m.candidate,
+                             m.direction == v1::LOWER_IS_BETTER ? Better::kLower
+                                                                 : Better::kHigher);
+    if (!r.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("metric %s: %s", m.name, r.status().message()));
+    }
+    available = std::min<int>(available, r->size());
+    ratios.push_back(*std::move(r));
+    by_name[m.name] = i;
+    if (m.primary) ++primaries;
+  }
+  if (input.policy == v1::GAIN && primaries == 0) {
+    return absl::InvalidArgumentError(
+        "policy GAIN needs a primary metric; none of the metrics is primary");
+  }
+  for (const v1::Claim& claim : input.claims) {
+    if (by_name.count(claim.metric()) == 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "claim on unknown metric \"%s\"", claim.metric()));
+    }
+    if (!(claim.min_speedup() > 0) || !std::isfinite(claim.min_speedup())) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "claim on %s: claimed speedup %g must be > 0", claim.metric(),
+          claim.min_speedup()));
+    }
+  }
+
+  const GateParameters& p = input.params;
+  const double gain_threshold = std::log1p(p.min_effect);
+  const double regression_floor = -std::log1p(p.regression_budget);
+  SequentialPlan plan = PlanLooks(p);
+
+  std::vector<MetricLook> looks;
+  for (size_t l = 0; l < plan.pairs.size(); ++l) {
+    int n = plan.pairs[l];
+    if (available < n) {
+      result.needs_more_pairs = true;
+      result.next_pairs = n;
+      return result;
+    }
+    bool last = l + 1 == plan.pairs.size();
+    double alpha = plan.alpha[l];
+    double primary_alpha = alpha / std::max(primaries, 1);
+
+    looks.clear();
+    std::vector<double> p_regression;
+    for (size_t i = 0; i < input.metrics.size(); ++i) {
+      absl::Span<const double> r(ratios[i].data(), n);
+      MetricLook m{&input.metrics[i], HodgesLehmann(r), {}, 0};
+      double a = m.samples->primary ? primary_alpha : alpha;
+      m.bounds = WilcoxonBounds(r, a, a);
+      m.p_regression = WilcoxonSignedRank(r, regression_floor).p_less;
+      p_regression.push_back(m.p_regression);
+      looks.push_back(m);
+    }
+    std::vector<bool> regressed = BenjaminiHochberg(p_regression, alpha);
+    for (size_t i = 0; i < looks.size(); ++i) looks[i].regressed = regressed[i];
+
+    LookDecision d;
+    for (const MetricLook& m : looks) {
+      if (m.regressed) {
+        d.stop = true;
+        d.decision = v1::REJECT;
+        d.reasons.push_back(MakeReason(
+            v1::REGRESSION, m.samples->stage, m.samples->name,
+            absl::StrFormat("%s: slower beyond the %.1f%% budget (p = %.2g, "
+                            "Benjamini-Hochberg across %d metrics)",
+                            Describe(m, n), 100 * p.regression_budget,
+                            m.p_regression, looks.size())));
+      }
+    }
+    // Claims decide when they are verified or refuted.
+    bool claims_decided = true;
+    for (const v1::Claim& c : input.claims) {
+      const MetricLook& m = looks[by_name[c.metric()]];
+      double target = std::log(c.min_speedup() * p.claim_tolerance);
+      if (!(m.bounds.low >= target) && !(m.bounds.high < target)) claims_decided = false;
+    }
+
+    // A metric is cleared when its slowdown is bounded within the budget.
+    auto cleared = [&](const MetricLook& m) { return m.bounds.low > regression_floor; };
+    bool all_cleared = std::all_of(looks.begin(), looks.end(), cleared);
+    if (!d.stop && input.policy == v1::GAIN) {
+      std::vector<const MetricLook*> gains;
+      bool all_below = true;
+      for (const MetricLook& m : looks) {
+        if (!m.samples->primary) continue;
+        if (m.bounds.low > gain_threshold) gains.push_back(&m);
+        if (!(m.bounds.high < gain_threshold)) all_below = false;
+      }
+      if (!gains.empty() && all_cleared && (claims_decided || last)) {
+        d.stop = true;
+        d.decision = v1::ACCEPT;
+        for (const MetricLook* m : gains) {
+          d.reasons.push_back(MakeReason(
+              v1::VERIFIED, m->samples->stage, m->samples->name,
+              absl::StrFormat("%s: lower bound clears the %.1f%% minimum effect",
+                              Describe(*m, n), 100 * p.min_effect)));
+        }
+      } else if (all_below) {
+        d.stop = true;
+        d.decision = v1::REJECT;
+        for (const MetricLook& m : looks) {
+          if (!m.samples->primary) continue;
+          d.reasons.push_back(MakeReason(
+              v1::NO_VERIFIED_GAIN, m.samples->stage, m.samples->name,
+              absl::StrFormat("%s: upper bound below the %.1f%% minimum effect, "
+                              "no gain",
+                              Describe(m, n), 100 * p.min_effect)));
+        }
+      }
+    } else if (!d.stop && all_cleared && (claims_decided || last)) {  // NO_REGRESSION
+      d.stop = true;
+      d.decision = v1::ACCEPT;
+      d.reasons.push_back(MakeReason(
+          v1::VERIFIED, looks.front().samples->stage, "",
+          absl::StrFormat("every metric's slowdown is bounded within the "
+                          "%.1f%% budget over %d pairs",
+                          100 * p.regression_budget, n)));
+    }
+    if (!d.stop && last) {
+      d.stop = true;
+      d.decision = v1::INCONCLUSIVE;
+      for (const MetricLook& m : looks) {
+        bool gain_open = input.policy == v1::GAIN && m.samples->primary &&
+                         !(m.bounds.low > gain_threshold);
+        if (gain_open) {
+          d.reasons.push_back(MakeReason(
+              v1::UNDECIDED, m.samples->stage, m.samples->name,
+              absl::StrFormat("%s: interval still straddles the %s gain "
+                              "threshold at the %d-pair budget",
+                              Describe(m, n), Ratio(gain_threshold), p.max_pairs)));
+        } else if (!cleared(m)) {
+          d.reasons.push_back(MakeReason(
+              v1::UNDECIDED, m.samples->stage, m.samples->name,
+              absl::StrFormat("%s: a slowdown beyond the %.1f%% budget is not "
+                              "ruled out at the %d-pair budget",
+                              Describe(m, n), 100 * p.regression_budget,
+                              p.max_pairs)));
+        }
+      }
+    }
+    if (!d.stop) continue;
+
+    // The decision stands at this look; fill in the report.
+    result.look = static_cast<int>(l) + 1;
+    result.pairs_used = n;
+    result.decision = d.decision;
+    result.reasons = std::move(d.reasons);
+    for (size_t i = 0; i < looks.size(); ++i) {
+      const MetricLook& m = looks[i];
+      const MetricSamples& s = *m.samples;
+      absl::Span<const double> r(ratios[i].data(), n);
+      v1::MetricComparison c;
+      c.set_metric(s.name);
+      c.set_unit(s.unit);
+      c.set_direction(s.direction);
+      c.set_primary(s.primary);
+      c.set_stage(s.stage);
+      c.set_roofline_speedup(s.roofline_speedup);
+      c.set_baseline(Median(std::vector<double>(s.baseline.begin(), s.baseline.begin() + n)));
+      c.set_candidate(Median(std::vector<double>(s.candidate.begin(), s.candidate.begin() + n)));
+      c.set_speedup(std::exp(m.estimate));
+      c.set_ci_low(std::exp(m.bounds.low));
+      c.set_ci_high(std::exp(m.bounds.high));
+      c.set_n_pairs(n);
+      c.set_p_value(WilcoxonSignedRank(r, 0).p_greater);
+      c.set_significant(m.bounds.low > 0 || m.bounds.high < 0 || m.regressed);
+      Interval boot = BootstrapMedianInterval(r, 1 - p.confidence, kBootstrapResamples,
+                                              input.seed + i);
+      c.set_bootstrap_low(std::exp(boot.low));
+      c.set_bootstrap_high(std::exp(boot.high));
+      double ceiling = s.roofline_speedup > 0 ? std::min(p.sanity_ceiling, s.roofline_speedup)
+                                              : p.sanity_ceiling;
+      if (c.speedup() > ceiling) {
+        c.set_flagged_for_review(true);
+        if (result.decision == v1::ACCEPT) result.decision = v1::INCONCLUSIVE;
+        result.reasons.push_back(MakeReason(
+            v1::NEEDS_REVIEW, s.stage, s.name,
+            absl::StrFormat("%s: above the plausible ceiling %.1fx (%s); a "
+                            "human must confirm it",
+                            Describe(m, n), ceiling,
+                            s.roofline_speedup > 0 && s.roofline_speedup < p.sanity_ceiling
+                                ? "roofline"
+                                : "sanity ceiling")));
+      }
+      result.metrics.push_back(std::move(c));
+    }
+    for (const v1::Claim& claim : input.claims) {
+      const MetricLook& m = looks[by_name[claim.metric()]];
+      v1::ClaimResult cr;
+      cr.set_metric(claim.metric());
+      cr.set_claimed(claim.min_speedup());
+      cr.set_ci_low(std::exp(m.bounds.low));
+      cr.set_ci_high(std::exp(m.bounds.high));
+      double target = claim.min_speedup() * p.claim_tolerance;
+      cr.set_verified(std::exp(m.bounds.low) >= target);
+      result.reasons.push_back(MakeReason(
+          cr.verified() ? v1::VERIFIED : v1::CLAIM_NOT_VERIFIED, m.samples->stage,
+          claim.metric(),
+          absl::StrFormat("claim %s >= %.2fx %s: measured %s [%s, %s], needs a "
+                          "lower bound >= %.3fx",
+                          claim.metric(), claim.min_speedup(),
+                          cr.verified() ? "verified" : "not verified",
+                          Ratio(m.estimate), Ratio(m.bounds.low),
+                          Ratio(m.bounds.high), target)));
+      result.claims.push_back(std::move(cr));
+    }
+    return result;
+  }
+  return absl::InternalError("gate plan has no looks");  // PlanLooks never does.
+}
+
+}  // namespace densegate::results

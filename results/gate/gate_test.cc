@@ -1,0 +1,269 @@
+#include "results/gate/gate.h"
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace densegate::results {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Times for `n` pairs: baseline around 100 ns, candidate 100/speedup ns,
+// each with multiplicative lognormal noise of `cv`.
+MetricSamples Times(const std::string& name, double speedup, int n, double cv,
+                    uint64_t seed, bool primary = true) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> noise(0, cv);
+  MetricSamples m;
+  m.name = name;
+  m.unit = "ns";
+  m.direction = v1::LOWER_IS_BETTER;
+  m.primary = primary;
+  for (int i = 0; i < n; ++i) {
+    m.baseline.push_back(100 * std::exp(noise(rng)));
+    m.candidate.push_back(100 / speedup * std::exp(noise(rng)));
+  }
+  return m;
+}
+
+GateInput Input(v1::Policy policy, std::vector<MetricSamples> metrics) {
+  GateInput in;
+  in.policy = policy;
+  in.metrics = std::move(metrics);
+  in.seed = 99;
+  return in;
+}
+
+bool HasReason(const GateResult& r, v1::ReasonCode code, const std::string& text) {
+  for (const auto& reason : r.reasons) {
+    if (reason.code() == code && reason.message().find(text) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string Reasons(const GateResult& r) {
+  std::string s;
+  for (const auto& reason : r.reasons) {
+    s += v1::ReasonCode_Name(reason.code()) + ": " + reason.message() + "\n";
+  }
+  return s;
+}
+
+TEST(PlanTest, DefaultLooksSpendTheBudgetFrontLoaded) {
+  SequentialPlan plan = PlanLooks(GateParameters{});
+  EXPECT_EQ(plan.pairs, (std::vector<int>{6, 9, 14, 21, 30}));
+  double total = 0;
+  for (double a : plan.alpha) total += a;
+  EXPECT_NEAR(total, 0.025, 1e-15);  // (1 - 0.95) / 2, one-sided.
+  EXPECT_NEAR(plan.alpha[0], 0.025 * 5 / 8, 1e-15);
+  // 1/64: the smallest exact signed-rank tail at 6 pairs fits the first look.
+  EXPECT_GE(plan.alpha[0], 1.0 / 64);
+}
+
+TEST(GateTest, LargeGainAcceptedAtFirstLookWithClaimVerified) {
+  GateInput in = Input(v1::GAIN, {Times("kda_decode.fused_b32", 3.4, 6, 0.02, 1)});
+  v1::Claim claim;
+  claim.set_metric("kda_decode.fused_b32");
+  claim.set_min_speedup(1.7);
+  in.claims.push_back(claim);
+  auto r = Evaluate(in);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->needs_more_pairs);
+  EXPECT_EQ(r->decision, v1::ACCEPT) << Reasons(*r);
+  EXPECT_EQ(r->pairs_used, 6);
+  ASSERT_EQ(r->metrics.size(), 1);
+  EXPECT_NEAR(r->metrics[0].speedup(), 3.4, 0.1);
+  EXPECT_GT(r->metrics[0].ci_low(), 1.02);
+  EXPECT_LE(r->metrics[0].bootstrap_low(), r->metrics[0].speedup());
+  ASSERT_EQ(r->claims.size(), 1);
+  EXPECT_TRUE(r->claims[0].verified());
+  EXPECT_TRUE(HasReason(*r, v1::VERIFIED, "claim kda_decode.fused_b32 >= 1.70x verified"))
+      << Reasons(*r);
+}
+
+TEST(GateTest, AskForMorePairsUntilTheFirstLook) {
+  auto r = Evaluate(Input(v1::GAIN, {Times("m", 2.0, 4, 0.02, 1)}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->needs_more_pairs);
+  EXPECT_EQ(r->next_pairs, 6);
+  EXPECT_EQ(r->decision, v1::DECISION_UNSPECIFIED);
+}
+
+TEST(GateTest, OverclaimIsAcceptedButClaimNotVerified) {
+  GateInput in = Input(v1::GAIN, {Times("m", 1.3, 30, 0.01, 2)});
+  v1::Claim claim;
+  claim.set_metric("m");
+  claim.set_min_speedup(1.7);
+  in.claims.push_back(claim);
+  auto r = Evaluate(in);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->decision, v1::ACCEPT);
+  ASSERT_EQ(r->claims.size(), 1);
+  EXPECT_FALSE(r->claims[0].verified());
+  EXPECT_TRUE(HasReason(*r, v1::CLAIM_NOT_VERIFIED, "not verified: measured 1.29"))
+      << Reasons(*r);
+}
+
+TEST(GateTest, NoOpIsNotAGainButPassesNoRegression) {
+  MetricSamples noop = Times("m", 1.0, 30, 0.005, 3);
+  auto gain = Evaluate(Input(v1::GAIN, {noop}));
+  ASSERT_TRUE(gain.ok());
+  EXPECT_NE(gain->decision, v1::ACCEPT) << Reasons(*gain);
+  EXPECT_TRUE(HasReason(*gain, v1::NO_VERIFIED_GAIN, "minimum effect")) << Reasons(*gain);
+
+  auto neutral = Evaluate(Input(v1::NO_REGRESSION, {noop}));
+  ASSERT_TRUE(neutral.ok());
+  EXPECT_EQ(neutral->decision, v1::ACCEPT) << Reasons(*neutral);
+}
+
+TEST(GateTest, RegressionRejectedNamingMetricAndNumbers) {
+  auto r = Evaluate(Input(v1::NO_REGRESSION,
+                          {Times("serve.output_tps", 0.8, 30, 0.01, 4)}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->decision, v1::REJECT);
+  EXPECT_TRUE(HasReason(*r, v1::REGRESSION, "serve.output_tps: speedup 0.7"))
+      << Reasons(*r);
+}
+
+TEST(GateTest, SecondaryRegressionBlocksPrimaryGain) {
+  auto r = Evaluate(Input(v1::GAIN, {Times("kernel", 1.5, 30, 0.01, 5),
+                                     Times("serve", 0.85, 30, 0.01, 6, false)}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->decision, v1::REJECT) << Reasons(*r);
+  EXPECT_TRUE(HasReason(*r, v1::REGRESSION, "serve:")) << Reasons(*r);
+}
+
+TEST(GateTest, StageFailureRejectsWhateverTheMetrics) {
+  GateInput in = Input(v1::GAIN, {Times("m", 3.0, 6, 0.01, 7)});
+  v1::Reason failure;
+  failure.set_code(v1::PRECISION_FAILED);
+  failure.set_stage(v1::PRECISION);
+  failure.set_message("kda_decode: rel_rms 2.4e-4 at 65536 tokens is 1800x the baseline's");
+  in.stage_failures.push_back(failure);
+  auto r = Evaluate(in);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->decision, v1::REJECT);
+  EXPECT_TRUE(HasReason(*r, v1::PRECISION_FAILED, "1800x"));
+}
+
+TEST(GateTest, ImplausibleSpeedupNeedsReview) {
+  auto r = Evaluate(Input(v1::GAIN, {Times("m", 40, 6, 0.01, 8)}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->decision, v1::INCONCLUSIVE);
+  EXPECT_TRUE(r->metrics[0].flagged_for_review());
+  EXPECT_TRUE(HasReason(*r, v1::NEEDS_REVIEW, "sanity ceiling")) << Reasons(*r);
+
+  MetricSamples capped = Times("m", 3, 6, 0.01, 8);
+  capped.roofline_speedup = 2.5;
+  auto roof = Evaluate(Input(v1::GAIN, {capped}));
+  ASSERT_TRUE(roof.ok());
+  EXPECT_TRUE(HasReason(*roof, v1::NEEDS_REVIEW, "roofline")) << Reasons(*roof);
+}
+
+TEST(GateTest, NoisyStraddleEndsInconclusiveAtTheBudget) {
+  auto r = Evaluate(Input(v1::GAIN, {Times("m", 1.03, 30, 0.08, 9)}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->decision, v1::INCONCLUSIVE) << Reasons(*r);
+  EXPECT_EQ(r->pairs_used, 30);
+  EXPECT_TRUE(HasReason(*r, v1::UNDECIDED, "30-pair budget")) << Reasons(*r);
+}
+
+TEST(GateTest, SamePairsGiveIdenticalVerdict) {
+  GateInput in = Input(v1::GAIN, {Times("a", 1.2, 14, 0.03, 10),
+                                  Times("b", 1.0, 14, 0.03, 11, false)});
+  auto first = Evaluate(in);
+  auto second = Evaluate(in);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->decision, second->decision);
+  EXPECT_EQ(first->pairs_used, second->pairs_used);
+  ASSERT_EQ(first->metrics.size(), second->metrics.size());
+  for (size_t i = 0; i < first->metrics.size(); ++i) {
+    EXPECT_EQ(first->metrics[i].SerializeAsString(),
+              second->metrics[i].SerializeAsString());
+  }
+}
+
+TEST(GateTest, ExtraPairsBeyondTheStoppingLookDoNotChangeTheDecision) {
+  // The decision is taken at the first look that stops, so replaying the
+  // stored samples reproduces it even if more were measured.
+  MetricSamples six = Times("m", 2.0, 6, 0.01, 12);
+  MetricSamples nine = Times("m", 2.0, 9, 0.01, 12);
+  auto a = Evaluate(Input(v1::GAIN, {six}));
+  auto b = Evaluate(Input(v1::GAIN, {nine}));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->pairs_used, 6);
+  EXPECT_EQ(b->pairs_used, 6);
+  EXPECT_EQ(a->metrics[0].speedup(), b->metrics[0].speedup());
+}
+
+struct BadInput {
+  std::string name;
+  std::function<void(GateInput&)> mutate;
+  std::string message;
+};
+
+class GateBadInputTest : public ::testing::TestWithParam<BadInput> {};
+
+void PrintTo(const BadInput& b, std::ostream* os) { *os << b.name; }
+
+TEST_P(GateBadInputTest, ClearErrorAndNoVerdict) {
+  GateInput in = Input(v1::GAIN, {Times("m", 1.5, 6, 0.01, 13)});
+  GetParam().mutate(in);
+  auto r = Evaluate(in);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr(GetParam().message));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, GateBadInputTest,
+    ::testing::ValuesIn(std::vector<BadInput>{
+        {"EmptySamples", [](GateInput& in) {
+           in.metrics[0].baseline.clear();
+           in.metrics[0].candidate.clear();
+         }, "no samples"},
+        {"NaN", [](GateInput& in) { in.metrics[0].candidate[2] = NAN; },
+         "finite and > 0"},
+        {"Inf", [](GateInput& in) { in.metrics[0].baseline[0] = INFINITY; },
+         "finite and > 0"},
+        {"MismatchedPairs", [](GateInput& in) { in.metrics[0].candidate.pop_back(); },
+         "as many baseline as candidate"},
+        {"NegativeMinEffect", [](GateInput& in) { in.params.min_effect = -0.01; },
+         "min_effect"},
+        {"NoMetrics", [](GateInput& in) { in.metrics.clear(); }, "no metrics"},
+        {"NoPrimary", [](GateInput& in) { in.metrics[0].primary = false; },
+         "needs a primary metric"},
+        {"UnknownClaim", [](GateInput& in) {
+           v1::Claim c;
+           c.set_metric("nope");
+           c.set_min_speedup(2);
+           in.claims.push_back(c);
+         }, "unknown metric \"nope\""},
+        {"UnspecifiedPolicy", [](GateInput& in) { in.policy = v1::POLICY_UNSPECIFIED; },
+         "GAIN or NO_REGRESSION"},
+    }),
+    [](const auto& info) { return info.param.name; });
+
+TEST(ResolveTest, DefaultsAndRangeChecks) {
+  auto p = ResolveGateParameters(v1::GatePolicy());
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->min_effect, 0.02);
+  EXPECT_EQ(p->max_pairs, 30);
+  v1::GatePolicy bad;
+  bad.set_min_effect(-0.1);
+  EXPECT_EQ(ResolveGateParameters(bad).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  v1::GatePolicy few;
+  few.set_min_pairs(1);
+  EXPECT_THAT(std::string(ResolveGateParameters(few).status().message()),
+              HasSubstr("min_pairs"));
+}
+
+}  // namespace
+}  // namespace densegate::results

@@ -1,0 +1,279 @@
+// PostgreSQL only: what happens when the connection is lost.
+//
+// Sessions are killed for real (pg_terminate_backend from a second
+// connection), between calls and in the middle of a transaction; the store
+// must answer UnavailableError, leave nothing half-written, and reconnect.
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/densegate.pb.h"
+#include "results/store/clock.h"
+#include "results/store/internal/pg_driver.h"
+#include "results/store/internal/sql.h"
+#include "results/store/internal/sql_store.h"
+#include "results/store/store.h"
+#include "results/store/testing/test_database.h"
+
+// libpqxx 6.4 leaks the libpq result of the statement that discovers a
+// broken connection (in register_prepared and in its internal exec); these
+// tests break connections on purpose. Only leaks with libpqxx on the
+// allocation stack are ignored, and only in this test.
+extern "C" __attribute__((visibility("default"), used)) const char*
+__lsan_default_suppressions() {
+  return "leak:libpqxx-6.4.so\n";
+}
+
+namespace densegate::results {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+
+#define ASSERT_OK(expr)                          \
+  do {                                           \
+    const absl::Status s_ = (expr);              \
+    ASSERT_TRUE(s_.ok()) << #expr << ": " << s_; \
+  } while (0)
+
+#define ASSERT_OK_AND_ASSIGN(lhs, expr) \
+  ASSERT_OK_AND_ASSIGN_IMPL_(CONCAT_(statusor_, __LINE__), lhs, expr)
+#define CONCAT_INNER_(a, b) a##b
+#define CONCAT_(a, b) CONCAT_INNER_(a, b)
+#define ASSERT_OK_AND_ASSIGN_IMPL_(tmp, lhs, expr)        \
+  auto tmp = (expr);                                      \
+  ASSERT_TRUE(tmp.ok()) << #expr << ": " << tmp.status(); \
+  lhs = *std::move(tmp)
+
+SubmitParams Params(absl::string_view id) {
+  SubmitParams p;
+  v1::Candidate& c = p.candidate;
+  c.set_id(std::string(id));
+  c.set_repo("https://git.example/densegate.git");
+  c.set_target_branch("main");
+  c.set_baseline_sha("b0");
+  c.set_candidate_sha(absl::StrCat("c-", id));
+  c.set_kind(v1::CI);
+  c.set_submitter("ci");
+  return p;
+}
+
+v1::Verdict Accept() {
+  v1::Verdict v;
+  v.set_decision(v1::ACCEPT);
+  v1::MetricComparison* m = v.add_metrics();
+  m->set_metric("m");
+  m->set_speedup(1.1);
+  return v;
+}
+
+void ExpectConnectionLost(const absl::Status& s) {
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), HasSubstr("connection to PostgreSQL was lost"));
+  EXPECT_THAT(s.message(), HasSubstr("reconnects"));
+}
+
+class PostgresStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string url = testing::PostgresUrlFromEnv();
+    if (url.empty()) {
+      if (testing::RunningInCi()) {
+        FAIL() << "CI=true but DENSEGATE_PG_URL is not set. "
+               << testing::HowToRunPostgresTests();
+      }
+      GTEST_SKIP() << testing::HowToRunPostgresTests();
+    }
+    ASSERT_OK_AND_ASSIGN(
+        db_,
+        testing::TestDatabase::CreatePostgres(
+            url,
+            ::testing::UnitTest::GetInstance()->current_test_info()->name()));
+  }
+
+  // A store whose driver calls `hook` before each statement.
+  absl::StatusOr<std::unique_ptr<Store>> OpenWithHook(
+      std::function<void(absl::string_view, int)> hook) {
+    internal::DriverHooks hooks;
+    hooks.before_statement = std::move(hook);
+    absl::StatusOr<std::unique_ptr<internal::SqlDriver>> driver =
+        internal::OpenPgDriver(db_->url(), 4, std::move(hooks));
+    if (!driver.ok()) return driver.status();
+    StoreOptions options;
+    options.clock = &clock_;
+    return internal::OpenSqlStore(*std::move(driver), options);
+  }
+
+  // Kills the store's sessions when statement `index` of `op` is about to
+  // run (once).
+  std::function<void(absl::string_view, int)> KillAt(std::string op,
+                                                     int index) {
+    return [this, op, index](absl::string_view at_op, int at_index) {
+      if (!armed_ || at_op != op || at_index != index) return;
+      armed_ = false;
+      absl::StatusOr<int> killed = db_->TerminateOtherSessions();
+      ASSERT_TRUE(killed.ok()) << killed.status();
+      EXPECT_GE(*killed, 1);
+    };
+  }
+
+  int64_t Count(absl::string_view table) {
+    absl::StatusOr<int64_t> n =
+        db_->QueryInt(absl::StrCat("SELECT count(*) FROM ", table));
+    EXPECT_TRUE(n.ok()) << n.status();
+    return n.ok() ? *n : -1;
+  }
+
+  ManualClock clock_;
+  std::unique_ptr<testing::TestDatabase> db_;
+  bool armed_ = false;
+};
+
+TEST_F(PostgresStoreTest, LostIdleConnectionIsUnavailableThenReconnects) {
+  StoreOptions options;
+  options.clock = &clock_;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store,
+                       OpenStore(db_->url(), options));
+  ASSERT_OK_AND_ASSIGN(SubmitResult r, store->Submit(Params("c1")));
+  ASSERT_OK_AND_ASSIGN(int killed, db_->TerminateOtherSessions());
+  EXPECT_EQ(killed, 1);  // the store's one pooled connection
+
+  // The next call finds its connection dead: a clear, retriable error.
+  absl::StatusOr<v1::Evaluation> first =
+      store->GetEvaluation(r.evaluation.id());
+  ExpectConnectionLost(first.status());
+  // The one after reconnects, and the data is all there.
+  ASSERT_OK_AND_ASSIGN(v1::Evaluation e,
+                       store->GetEvaluation(r.evaluation.id()));
+  EXPECT_EQ(e.state(), v1::QUEUED);
+  ASSERT_OK_AND_ASSIGN(SubmitResult r2, store->Submit(Params("c2")));
+  EXPECT_FALSE(r2.deduplicated);
+}
+
+TEST_F(PostgresStoreTest, SubmitInterruptedMidwayLeavesNothingBehind) {
+  // Statements of Submit: 0 repo insert, 1 repo select, 2 candidate insert,
+  // 3 evaluation insert, ... Kill the session after the first three ran.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store,
+                       OpenWithHook(KillAt("Submit", 3)));
+  armed_ = true;
+  absl::StatusOr<SubmitResult> r = store->Submit(Params("c1"));
+  EXPECT_FALSE(armed_) << "the hook did not fire";
+  ExpectConnectionLost(r.status());
+  EXPECT_THAT(r.status().message(), HasSubstr("nothing was written"));
+  for (const char* table :
+       {"repos", "candidates", "evaluations", "jobs", "audit_log"}) {
+    EXPECT_EQ(Count(table), 0) << table;
+  }
+  // Retrying works and is not mistaken for a duplicate.
+  ASSERT_OK_AND_ASSIGN(SubmitResult again, store->Submit(Params("c1")));
+  EXPECT_FALSE(again.deduplicated);
+  EXPECT_EQ(Count("evaluations"), 1);
+}
+
+TEST_F(PostgresStoreTest, ClaimInterruptedLeavesTheJobQueued) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store,
+                       OpenWithHook(KillAt("ClaimJobs", 0)));
+  ASSERT_OK(store->Submit(Params("c1")).status());
+  armed_ = true;
+  ClaimRequest req;
+  req.node_id = "n1";
+  req.max_jobs = 4;
+  absl::StatusOr<std::vector<v1::Lease>> lost = store->ClaimJobs(req);
+  ExpectConnectionLost(lost.status());
+  // One statement in autocommit mode: the client cannot tell whether it
+  // ran, and says so.
+  EXPECT_THAT(lost.status().message(),
+              HasSubstr("may or may not have taken effect"));
+  EXPECT_EQ(Count("leases"), 0);
+  ASSERT_OK_AND_ASSIGN(QueueCounts counts, store->CountJobs());
+  EXPECT_EQ(counts.queued, 1);
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Lease> leases, store->ClaimJobs(req));
+  ASSERT_THAT(leases, SizeIs(1));
+  EXPECT_EQ(leases[0].evaluation().attempt(),
+            1);  // the lost claim did not count
+}
+
+TEST_F(PostgresStoreTest, FinishInterruptedBeforeItsStatementCanBeRetried) {
+  // On PostgreSQL a successful FinishLease is one statement (index 0).
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store,
+                       OpenWithHook(KillAt("FinishLease", 0)));
+  ASSERT_OK_AND_ASSIGN(SubmitResult r, store->Submit(Params("c1")));
+  ClaimRequest req;
+  req.node_id = "n1";
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Lease> leases, store->ClaimJobs(req));
+  ASSERT_THAT(leases, SizeIs(1));
+  const LeaseRef ref{leases[0].id(), "n1"};
+  armed_ = true;
+  ExpectConnectionLost(store->FinishLease(ref, Accept()));
+  EXPECT_FALSE(armed_);
+  EXPECT_EQ(Count("verdicts"), 0);
+  EXPECT_EQ(Count("metric_comparisons"), 0);
+  ASSERT_OK_AND_ASSIGN(v1::Evaluation running,
+                       store->GetEvaluation(r.evaluation.id()));
+  EXPECT_EQ(running.state(), v1::RUNNING);
+  // The lease is still live: the retry writes the verdict, once.
+  ASSERT_OK(store->FinishLease(ref, Accept()));
+  EXPECT_EQ(Count("verdicts"), 1);
+  EXPECT_EQ(store->FinishLease(ref, Accept()).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(PostgresStoreTest, ConnectionLostAtCommitSaysTheOutcomeIsUnknown) {
+  // The session dies after Submit's statements ran, before COMMIT reached
+  // the server: the client cannot know whether it committed, and says so.
+  // (It did not: nothing is there, and the retry is no duplicate.)
+  internal::DriverHooks hooks;
+  hooks.before_commit = [this](absl::string_view op) {
+    if (!armed_ || op != "Submit") return;
+    armed_ = false;
+    absl::StatusOr<int> killed = db_->TerminateOtherSessions();
+    ASSERT_TRUE(killed.ok()) << killed.status();
+  };
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<internal::SqlDriver> driver,
+                       internal::OpenPgDriver(db_->url(), 4, std::move(hooks)));
+  StoreOptions options;
+  options.clock = &clock_;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store,
+                       internal::OpenSqlStore(std::move(driver), options));
+  armed_ = true;
+  absl::Status s = store->Submit(Params("c1")).status();
+  EXPECT_FALSE(armed_);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), HasSubstr("outcome is unknown"));
+  EXPECT_EQ(Count("evaluations"), 0);
+  ASSERT_OK_AND_ASSIGN(SubmitResult again, store->Submit(Params("c1")));
+  EXPECT_FALSE(again.deduplicated);
+}
+
+TEST_F(PostgresStoreTest, EveryPooledConnectionIsReplacedAfterARestart) {
+  // Several threads leave several pooled connections; all are killed (as a
+  // server restart would); the store recovers after one Unavailable.
+  StoreOptions options;
+  options.clock = &clock_;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store,
+                       OpenStore(db_->url(), options));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&store, t] {
+      for (int i = 0; i < 5; ++i) {
+        EXPECT_TRUE(store->Submit(Params(absl::StrCat("t", t, "-", i))).ok());
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  ASSERT_OK_AND_ASSIGN(int killed, db_->TerminateOtherSessions());
+  EXPECT_GE(killed, 1);
+  ExpectConnectionLost(store->CountJobs().status());
+  ASSERT_OK_AND_ASSIGN(QueueCounts counts, store->CountJobs());
+  EXPECT_EQ(counts.queued, 20);
+}
+
+}  // namespace
+}  // namespace densegate::results

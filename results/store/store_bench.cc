@@ -1,0 +1,256 @@
+// Dispatch throughput of the store: claim a batch of jobs, then finish each
+// with a verdict (the scheduler's hot path), from 1 or 8 concurrent
+// claimers, each with its own store (its own connection).
+//
+//   bazel run -c opt //results/store:store_bench               # SQLite
+//   eval "$(tools/pg_cluster.sh start)"
+//   bazel run -c opt //results/store:store_bench               # + PostgreSQL
+//
+// items_per_second is dispatches (claim + finish) per second, all threads
+// together. The queue is filled before timing starts; every iteration
+// claims `batch` jobs and finishes them.
+//
+// Wall-clock rates depend on what else the machine runs, so the CPU cost is
+// reported too: client_us (this process) and server_us (the PostgreSQL
+// backends serving it, read from /proc when the server is local) per
+// dispatch, and cpu_bound_2core = 2 s / (client_us + server_us): the rate
+// two otherwise idle cores would sustain if CPU is the limit.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "benchmark/benchmark.h"
+#include "proto/densegate.pb.h"
+#include "results/store/store.h"
+#include "results/store/testing/test_database.h"
+
+namespace densegate::results {
+namespace {
+
+// Jobs per benchmark run (all threads together).
+constexpr int kJobsPerRun = 8000;
+
+struct Fixture {
+  std::unique_ptr<testing::TestDatabase> db;
+  std::vector<std::unique_ptr<Store>> stores;  // one per thread
+};
+
+// Kept alive until exit: benchmark threads may still hold references when
+// thread 0 returns.
+std::vector<std::unique_ptr<Fixture>>& Fixtures() {
+  static auto* fixtures = new std::vector<std::unique_ptr<Fixture>>();
+  return *fixtures;
+}
+Fixture* g_current = nullptr;
+
+// CPU seconds used by this process so far (all threads).
+double ProcessCpuSeconds() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec +
+         (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// CPU seconds used so far by the PostgreSQL backends connected to the
+// fixture's database (0 if not PostgreSQL or /proc is not readable).
+double ServerCpuSeconds(Fixture& f) {
+  if (!f.db->is_postgres()) return 0;
+  absl::StatusOr<std::vector<std::vector<std::string>>> pids = f.db->Query(
+      "SELECT pid FROM pg_stat_activity WHERE datname = current_database()");
+  if (!pids.ok()) return 0;
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  double total = 0;
+  for (const auto& row : *pids) {
+    std::ifstream stat(absl::StrCat("/proc/", row.at(0), "/stat"));
+    std::string content((std::istreambuf_iterator<char>(stat)),
+                        std::istreambuf_iterator<char>());
+    size_t close = content.rfind(')');
+    if (close == std::string::npos) continue;
+    std::vector<std::string> fields =
+        absl::StrSplit(content.substr(close + 2), ' ');
+    // Fields after the command: state is [0]; utime and stime are [11], [12].
+    if (fields.size() < 13) continue;
+    total += (std::stod(fields[11]) + std::stod(fields[12])) / tick;
+  }
+  return total;
+}
+
+SubmitParams Job(int i) {
+  SubmitParams p;
+  v1::Candidate& c = p.candidate;
+  c.set_id(absl::StrFormat("bench-%08d", i));
+  c.set_repo("https://git.example/densegate.git");
+  c.set_target_branch("main");
+  c.set_baseline_sha("b0b0b0b0");
+  c.set_candidate_sha(absl::StrFormat("c%08d", i));
+  c.set_kind(i % 4 == 0 ? v1::EXPERIMENT : v1::CI);
+  c.set_submitter("bench");
+  c.set_manifest_hash("m");
+  p.priority = i % 3;
+  return p;
+}
+
+v1::Verdict Verdict() {
+  v1::Verdict v;
+  v.set_decision(v1::ACCEPT);
+  v.set_policy(v1::NO_REGRESSION);
+  v1::MetricComparison* m = v.add_metrics();
+  m->set_metric("kda_decode.fused_b32");
+  m->set_speedup(1.02);
+  m->set_ci_low(1.01);
+  m->set_ci_high(1.03);
+  m->set_n_pairs(20);
+  v.mutable_provenance()->set_software_version("bench");
+  return v;
+}
+
+// Fresh database, `threads` stores, kJobsPerRun queued jobs.
+Fixture* Setup(benchmark::State& state, bool postgres, int threads) {
+  auto f = std::make_unique<Fixture>();
+  const std::string name =
+      absl::StrCat("bench_", postgres ? "pg" : "sqlite", "_", threads);
+  absl::StatusOr<std::unique_ptr<testing::TestDatabase>> db =
+      postgres ? testing::TestDatabase::CreatePostgres(
+                     testing::PostgresUrlFromEnv(), name)
+               : testing::TestDatabase::CreateSqlite(name);
+  if (!db.ok()) {
+    state.SkipWithError(std::string(db.status().message()).c_str());
+    return nullptr;
+  }
+  f->db = *std::move(db);
+  for (int t = 0; t < threads; ++t) {
+    absl::StatusOr<std::unique_ptr<Store>> s = OpenStore(f->db->url());
+    if (!s.ok()) {
+      state.SkipWithError(std::string(s.status().message()).c_str());
+      return nullptr;
+    }
+    f->stores.push_back(*std::move(s));
+  }
+  // Fill the queue in parallel (one writer for SQLite).
+  const int fillers = postgres ? threads : 1;
+  std::vector<std::thread> fill;
+  bool ok = true;
+  for (int t = 0; t < fillers; ++t) {
+    fill.emplace_back([&, t] {
+      for (int i = t; i < kJobsPerRun; i += fillers) {
+        if (!f->stores[t]->Submit(Job(i)).ok()) ok = false;
+      }
+    });
+  }
+  for (std::thread& th : fill) th.join();
+  if (!ok) {
+    state.SkipWithError("filling the queue failed");
+    return nullptr;
+  }
+  Fixtures().push_back(std::move(f));
+  return Fixtures().back().get();
+}
+
+void BM_ClaimAndFinish(benchmark::State& state, bool postgres) {
+  const int batch = static_cast<int>(state.range(0));
+  if (postgres && testing::PostgresUrlFromEnv().empty()) {
+    state.SkipWithError(
+        "DENSEGATE_PG_URL not set: eval \"$(tools/pg_cluster.sh start)\"");
+    return;
+  }
+  double client0 = 0, server0 = 0;
+  if (state.thread_index() == 0) {
+    g_current = Setup(state, postgres, state.threads());
+    if (g_current != nullptr) {
+      server0 = ServerCpuSeconds(*g_current);
+      client0 = ProcessCpuSeconds();
+    }
+  }
+  // All threads start the loop together, after thread 0's setup.
+  int64_t done = 0;
+  const v1::Verdict verdict = Verdict();
+  for (auto _ : state) {
+    Fixture* f = g_current;
+    if (f == nullptr) {
+      state.SkipWithError("setup failed");
+      break;
+    }
+    Store& store = *f->stores[state.thread_index()];
+    ClaimRequest req;
+    req.node_id = absl::StrCat("node-", state.thread_index());
+    req.dimensions.set_accelerator_kind("cpu");
+    req.max_jobs = batch;
+    absl::StatusOr<std::vector<v1::Lease>> leases = store.ClaimJobs(req);
+    if (!leases.ok()) {
+      state.SkipWithError(std::string(leases.status().message()).c_str());
+      break;
+    }
+    if (leases->empty()) {
+      state.SkipWithError("queue ran dry: raise kJobsPerRun");
+      break;
+    }
+    for (const v1::Lease& l : *leases) {
+      absl::Status s = store.FinishLease({l.id(), req.node_id}, verdict);
+      if (!s.ok()) {
+        state.SkipWithError(std::string(s.message()).c_str());
+        break;
+      }
+      ++done;
+    }
+  }
+  state.SetItemsProcessed(done);
+  // The loop ends for all threads together, so thread 0 sees all the work.
+  if (state.thread_index() == 0 && g_current != nullptr) {
+    const double client = ProcessCpuSeconds() - client0;
+    const double server = ServerCpuSeconds(*g_current) - server0;
+    const double dispatches =
+        static_cast<double>(state.iterations()) * state.threads() * batch;
+    const double client_us = client / dispatches * 1e6;
+    const double server_us = server / dispatches * 1e6;
+    state.counters["client_us"] = client_us;
+    state.counters["server_us"] = server_us;
+    state.counters["cpu_bound_2core"] = 2e6 / (client_us + server_us);
+  }
+}
+
+void Register() {
+  struct Config {
+    bool postgres;
+    int threads;
+    int batch;
+  };
+  const Config configs[] = {
+      {false, 1, 1}, {false, 1, 16}, {false, 8, 1}, {false, 8, 16},
+      {true, 1, 16}, {true, 8, 1},   {true, 8, 16},
+  };
+  for (const Config& c : configs) {
+    // Every thread runs `iterations` iterations; leave a margin of jobs.
+    const int iterations = (kJobsPerRun * 9 / 10) / (c.threads * c.batch);
+    benchmark::RegisterBenchmark(c.postgres ? "BM_ClaimAndFinish/postgresql"
+                                            : "BM_ClaimAndFinish/sqlite",
+                                 BM_ClaimAndFinish, c.postgres)
+        ->Arg(c.batch)
+        ->ArgName("batch")
+        ->Threads(c.threads)
+        ->Iterations(iterations)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
+}
+
+}  // namespace
+}  // namespace densegate::results
+
+int main(int argc, char** argv) {
+  densegate::results::Register();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  densegate::results::Fixtures().clear();
+  return 0;
+}

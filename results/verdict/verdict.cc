@@ -1,0 +1,193 @@
+#include "results/verdict/verdict.h"
+
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "google/protobuf/util/time_util.h"
+
+namespace densegate::results {
+namespace {
+
+// Reason codes that come from a failing stage rather than from the metrics.
+bool IsStageFailure(v1::ReasonCode code) {
+  return code == v1::BUILD_FAILED || code == v1::CORRECTNESS_FAILED ||
+         code == v1::PRECISION_FAILED || code == v1::GAMING ||
+         code == v1::PROTECTED_PATH;
+}
+
+// The parts of a verdict that the gate computes (not ids, times, stages).
+v1::Verdict Decided(const v1::Verdict& v) {
+  v1::Verdict d;
+  d.set_decision(v.decision());
+  d.set_policy(v.policy());
+  *d.mutable_reasons() = v.reasons();
+  *d.mutable_metrics() = v.metrics();
+  *d.mutable_claims() = v.claims();
+  return d;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<MetricSamples>> PairSamples(
+    absl::Span<const v1::Sample> samples, absl::Span<const MetricSamples> specs) {
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < specs.size(); ++i) index[specs[i].name] = i;
+  // metric -> pair_index -> (baseline, candidate)
+  std::vector<std::map<int, std::pair<const v1::Sample*, const v1::Sample*>>> pairs(
+      specs.size());
+  for (const v1::Sample& s : samples) {
+    auto it = index.find(s.metric());
+    if (it == index.end()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "sample %d is of metric \"%s\", which the manifest does not declare",
+          s.id(), s.metric()));
+    }
+    if (s.arm() != v1::BASELINE && s.arm() != v1::CANDIDATE) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("sample %d has no arm", s.id()));
+    }
+    auto& slot = pairs[it->second][s.pair_index()];
+    const v1::Sample*& arm = s.arm() == v1::BASELINE ? slot.first : slot.second;
+    if (arm != nullptr) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "metric %s pair %d has two %s samples (%d and %d)", s.metric(),
+          s.pair_index(), v1::Arm_Name(s.arm()), arm->id(), s.id()));
+    }
+    arm = &s;
+  }
+  std::vector<MetricSamples> out;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    MetricSamples m = specs[i];
+    m.baseline.clear();
+    m.candidate.clear();
+    for (const auto& [pair, arms] : pairs[i]) {
+      if (arms.first == nullptr || arms.second == nullptr) continue;
+      m.baseline.push_back(arms.first->value());
+      m.candidate.push_back(arms.second->value());
+    }
+    if (m.baseline.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "metric %s has no complete (baseline, candidate) pair", m.name));
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+v1::Verdict MakeVerdict(const GateInput& input, const GateResult& result,
+                        const VerdictContext& context) {
+  v1::Verdict v;
+  v.set_evaluation_id(context.evaluation_id);
+  v.set_candidate_id(context.candidate_id);
+  v.set_decision(result.decision);
+  v.set_policy(input.policy);
+  for (const auto& r : result.reasons) *v.add_reasons() = r;
+  for (const auto& s : context.stages) *v.add_stages() = s;
+  for (const auto& m : result.metrics) *v.add_metrics() = m;
+  for (const auto& c : result.claims) *v.add_claims() = c;
+  v1::Provenance* p = v.mutable_provenance();
+  for (int64_t id : context.sample_ids) p->add_sample_ids(id);
+  *p->mutable_policy_parameters() = ToProto(input.params);
+  p->set_manifest_hash(context.manifest_hash);
+  p->set_node_id(context.node_id);
+  p->set_node_fingerprint(context.node_fingerprint);
+  p->set_software_version(context.software_version);
+  p->set_statistics_seed(input.seed);
+  *v.mutable_decided_at() = google::protobuf::util::TimeUtil::NanosecondsToTimestamp(
+      absl::ToUnixNanos(absl::Now()));
+  return v;
+}
+
+absl::StatusOr<Recomputation> RecomputeVerdict(Store& store,
+                                               absl::string_view evaluation_id) {
+  absl::StatusOr<v1::Evaluation> evaluation = store.GetEvaluation(evaluation_id);
+  if (!evaluation.ok()) return evaluation.status();
+  absl::StatusOr<v1::Verdict> stored = store.GetVerdict(evaluation_id);
+  if (!stored.ok()) return stored.status();
+  const v1::Provenance& provenance = stored->provenance();
+
+  GateInput input;
+  input.policy = stored->policy();
+  absl::StatusOr<GateParameters> params =
+      ResolveGateParameters(provenance.policy_parameters());
+  if (!params.ok()) return params.status();
+  input.params = *params;
+  input.seed = provenance.statistics_seed();
+  input.claims.assign(evaluation->candidate().claims().begin(),
+                      evaluation->candidate().claims().end());
+  for (const v1::Reason& r : stored->reasons()) {
+    if (IsStageFailure(r.code())) input.stage_failures.push_back(r);
+  }
+
+  if (input.stage_failures.empty()) {
+    std::vector<MetricSamples> specs;
+    for (const v1::MetricComparison& c : stored->metrics()) {
+      MetricSamples m;
+      m.name = c.metric();
+      m.unit = c.unit();
+      m.direction = c.direction();
+      m.primary = c.primary();
+      m.stage = c.stage();
+      m.roofline_speedup = c.roofline_speedup();
+      specs.push_back(std::move(m));
+    }
+    absl::StatusOr<std::vector<v1::Sample>> all = store.ListSamples(evaluation_id);
+    if (!all.ok()) return all.status();
+    std::set<int64_t> used(provenance.sample_ids().begin(), provenance.sample_ids().end());
+    std::vector<v1::Sample> samples;
+    for (const v1::Sample& s : *all) {
+      if (used.count(s.id())) samples.push_back(s);
+    }
+    if (samples.size() != used.size()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "verdict of %s names %d samples but only %d are in the store",
+          std::string(evaluation_id), used.size(), samples.size()));
+    }
+    absl::StatusOr<std::vector<MetricSamples>> paired = PairSamples(samples, specs);
+    if (!paired.ok()) return paired.status();
+    input.metrics = *std::move(paired);
+  }
+
+  absl::StatusOr<GateResult> result = Evaluate(input);
+  if (!result.ok()) return result.status();
+  if (result->needs_more_pairs) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the stored samples of %s are not enough for a decision (the gate asks "
+        "for %d pairs)",
+        std::string(evaluation_id), result->next_pairs));
+  }
+  VerdictContext context;
+  context.evaluation_id = stored->evaluation_id();
+  context.candidate_id = stored->candidate_id();
+  context.manifest_hash = provenance.manifest_hash();
+  context.node_id = provenance.node_id();
+  context.node_fingerprint = provenance.node_fingerprint();
+  context.software_version = provenance.software_version();
+  context.sample_ids.assign(provenance.sample_ids().begin(), provenance.sample_ids().end());
+  context.stages.assign(stored->stages().begin(), stored->stages().end());
+
+  Recomputation out;
+  out.stored = *stored;
+  out.recomputed = MakeVerdict(input, *result, context);
+
+  std::string report;
+  google::protobuf::util::MessageDifferencer differ;
+  google::protobuf::io::StringOutputStream stream(&report);
+  {
+    google::protobuf::util::MessageDifferencer::StreamReporter reporter(&stream);
+    differ.ReportDifferencesTo(&reporter);
+    differ.Compare(Decided(out.stored), Decided(out.recomputed));
+  }
+  for (absl::string_view line : absl::StrSplit(report, '\n', absl::SkipEmpty())) {
+    out.differences.emplace_back(line);
+  }
+  return out;
+}
+
+}  // namespace densegate::results

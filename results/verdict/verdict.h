@@ -1,0 +1,67 @@
+// Verdicts: assembling one from the gate's result, and recomputing a stored
+// one from what it records it was computed from.
+//
+// A verdict's Provenance names its samples (by id), the resolved gate
+// parameters, the statistics seed, the manifest hash, the node and the
+// software version. RecomputeVerdict reads those back from the store, pairs
+// the samples again, runs the same gate, and compares decision, reasons,
+// metric comparisons and claims field by field.
+//
+// Thread-safety: free functions; RecomputeVerdict uses the store's own
+// thread-safety.
+#ifndef DENSEGATE_RESULTS_VERDICT_VERDICT_H_
+#define DENSEGATE_RESULTS_VERDICT_VERDICT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "proto/densegate.pb.h"
+#include "results/gate/gate.h"
+#include "results/store/store.h"
+
+namespace densegate::results {
+
+// Pairs raw samples by (metric, pair_index) into the gate's input form.
+// `specs` give each metric's metadata (name, unit, direction, primary,
+// stage, roofline); their sample vectors are ignored. Only pairs with both
+// arms count, in pair_index order. InvalidArgument for a sample of an
+// unknown metric, a repeated (metric, arm, pair_index), or a metric without
+// any complete pair.
+absl::StatusOr<std::vector<MetricSamples>> PairSamples(
+    absl::Span<const v1::Sample> samples, absl::Span<const MetricSamples> specs);
+
+// Who and what produced a verdict, beyond the gate's input.
+struct VerdictContext {
+  std::string evaluation_id;
+  std::string candidate_id;
+  std::string manifest_hash;
+  std::string node_id;
+  std::string node_fingerprint;
+  std::string software_version;
+  std::vector<int64_t> sample_ids;
+  std::vector<v1::Stage> stages;
+};
+
+// The verdict for `result` (which must not need more pairs).
+v1::Verdict MakeVerdict(const GateInput& input, const GateResult& result,
+                        const VerdictContext& context);
+
+struct Recomputation {
+  v1::Verdict stored;
+  v1::Verdict recomputed;
+  // One line per field that differs, e.g. "metrics[0].ci_low: 1.61 vs 1.62".
+  std::vector<std::string> differences;
+  bool identical() const { return differences.empty(); }
+};
+
+// NotFound for an unknown evaluation or one without a verdict.
+absl::StatusOr<Recomputation> RecomputeVerdict(Store& store,
+                                               absl::string_view evaluation_id);
+
+}  // namespace densegate::results
+
+#endif  // DENSEGATE_RESULTS_VERDICT_VERDICT_H_
