@@ -1,6 +1,9 @@
 // Runs the real `densegate` binary and checks exit codes and messages.
 #include <sys/wait.h>
 
+#include <climits>
+#include <cstdlib>
+
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -77,7 +80,11 @@ TEST(CliTest, EverySubcommandHasHelp) {
 }
 
 TEST(CliTest, ChecksThisRepositoryManifest) {
-  Result r = RunDensegate(absl::StrCat("manifest check ", Runfile("densegate.json")));
+  // Through the runfiles link to the source tree, so that the protected
+  // paths are checked against the whole repository.
+  char real[PATH_MAX];
+  ASSERT_NE(realpath(Runfile("densegate.json").c_str(), real), nullptr);
+  Result r = RunDensegate(absl::StrCat("manifest check ", real));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr(": OK ("));
 }
