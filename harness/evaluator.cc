@@ -26,13 +26,6 @@ using results::GateInput;
 using results::GateResult;
 using results::MetricSamples;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::string LastLines(const std::string& text, int lines) {
   size_t start = text.size();
   // Step back over `lines` newlines (ignoring a trailing one).
@@ -121,7 +114,6 @@ class Evaluation {
   Checkout checkout_;
   v1::Manifest manifest_;
   std::string manifest_hash_;
-  results::GateParameters params_;
   std::vector<v1::Stage> stages_;
   std::vector<v1::Reason> failures_;
   absl::Status infrastructure_;
@@ -186,7 +178,12 @@ absl::StatusOr<bool> Evaluation::Preflight() {
   absl::StatusOr<results::GateParameters> params =
       results::ResolveGateParameters(manifest_.gate());
   if (!params.ok()) return params.status();
-  params_ = *params;
+  // Everything the gate needs besides the samples is known from here on,
+  // for both the early-exit and the benchmark paths.
+  gate_input_.policy = request_.policy == v1::POLICY_UNSPECIFIED ? v1::GAIN : request_.policy;
+  gate_input_.params = *params;
+  gate_input_.claims = request_.claims;
+  gate_input_.seed = request_.seed;
 
   if (!manifest_.kernel_checks().empty() || !manifest_.precision().empty()) {
     run.End(v1::STAGE_ERROR, "kernel checks and precision suites are not run yet");
@@ -243,7 +240,7 @@ absl::StatusOr<bool> Evaluation::Build() {
               "build-" + arm, build.timeout_s());
     if (!r.ok()) return r.status();
     if (!r->ok()) {
-      std::string tail = LastLines(Slurp(LogPath("build-" + arm + ".err")), 8);
+      std::string tail = LastLines(ReadOutputFile(LogPath("build-" + arm + ".err")), 8);
       std::string message = absl::StrFormat("%s build %s: %s\n%s", arm, r->Describe(),
                                             build.command(), tail);
       if (!candidate) {
@@ -291,7 +288,7 @@ absl::StatusOr<bool> Evaluation::Correctness() {
     bool cases_failed = false;
     if (suite.results() == v1::JUNIT_XML || suite.results() == v1::BAZEL_TEST) {
       for (const std::string& file : ResultFiles(suite, checkout_.candidate_dir)) {
-        absl::StatusOr<std::vector<v1::TestCaseResult>> cases = ParseJUnitXml(Slurp(file));
+        absl::StatusOr<std::vector<v1::TestCaseResult>> cases = ParseJUnitXml(ReadOutputFile(file));
         if (!cases.ok()) continue;
         for (v1::TestCaseResult& c : *cases) {
           if (c.passed()) {
@@ -307,7 +304,7 @@ absl::StatusOr<bool> Evaluation::Correctness() {
     }
     if (!r->ok() && !cases_failed) {
       failed.push_back(absl::StrFormat("suite %s: %s\n%s", suite.name(), r->Describe(),
-                                       LastLines(Slurp(LogPath(name + ".err")), 8)));
+                                       LastLines(ReadOutputFile(LogPath(name + ".err")), 8)));
     } else if (r->ok() && suite.results() == v1::EXIT_CODE) {
       ++passed;
     }
@@ -341,11 +338,6 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
       metrics_.push_back(s);
     }
   }
-  gate_input_.policy = request_.policy == v1::POLICY_UNSPECIFIED ? v1::GAIN : request_.policy;
-  gate_input_.params = params_;
-  gate_input_.claims = request_.claims;
-  gate_input_.seed = request_.seed;
-
   bool has_micro = false, has_e2e = false;
   for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
     (b.kind() == v1::GOOGLE_BENCHMARK ? has_micro : has_e2e) = true;
@@ -354,7 +346,7 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   // metric at each look; the loop is recorded under the first stage kind.
   StageRun micro(has_micro ? v1::MICROBENCHMARK : v1::END_TO_END, listener_, &stages_);
   int pairs = 0;
-  int target = results::PlanLooks(params_).pairs.front();
+  int target = results::PlanLooks(gate_input_.params).pairs.front();
   int64_t next_sample_id = 1;
   while (true) {
     for (; pairs < target; ++pairs) {
@@ -371,7 +363,7 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
               Shell(command, candidate ? checkout_.candidate_dir : checkout_.baseline_dir, name,
                     b.timeout_s());
           if (!r.ok()) return r.status();
-          std::string out = Slurp(LogPath(name + ".out"));
+          std::string out = ReadOutputFile(LogPath(name + ".out"));
           auto fail = [&](v1::ReasonCode code, std::string message) {
             message = absl::StrFormat("%s benchmark %s (%s, pair %d): %s", arm, b.name(),
                                       b.command(), pairs, message);
@@ -385,7 +377,7 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
           };
           if (!r->ok()) {
             fail(v1::CORRECTNESS_FAILED,
-                 absl::StrCat(r->Describe(), "\n", LastLines(Slurp(LogPath(name + ".err")), 6)));
+                 absl::StrCat(r->Describe(), "\n", LastLines(ReadOutputFile(LogPath(name + ".err")), 6)));
             return false;
           }
           std::vector<double> values;
@@ -517,8 +509,6 @@ absl::StatusOr<EvalOutcome> Evaluation::Run() {
       for (const v1::Stage& s : stages_) seen |= s.kind() == k;
       if (!seen) Skip(k, "skipped: an earlier stage failed", listener_, &stages_);
     }
-    gate_input_.policy = request_.policy == v1::POLICY_UNSPECIFIED ? v1::GAIN : request_.policy;
-    gate_input_.params = params_;
     gate_input_.stage_failures = failures_;
     absl::StatusOr<GateResult> result = results::Evaluate(gate_input_);
     if (!result.ok()) return result.status();

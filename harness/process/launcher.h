@@ -112,6 +112,10 @@ struct SandboxOptions {
 
 std::unique_ptr<ProcessLauncher> NewSandboxLauncher(SandboxOptions options = {});
 
+// The whole content of a file a process wrote (ProcessSpec::stdout_path or
+// stderr_path); empty when it is missing.
+std::string ReadOutputFile(const std::string& path);
+
 }  // namespace densegate::harness
 
 #endif  // DENSEGATE_HARNESS_PROCESS_LAUNCHER_H_

@@ -344,6 +344,13 @@ std::string ProcessResult::Describe() const {
   return absl::StrFormat("exited with %d after %.2f s", exit_code, wall_seconds);
 }
 
+std::string ReadOutputFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 std::unique_ptr<ProcessLauncher> NewSandboxLauncher(SandboxOptions options) {
   return std::make_unique<SandboxLauncher>(std::move(options));
 }

@@ -16,13 +16,6 @@
 namespace densegate::harness {
 namespace {
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::vector<std::string> SplitNul(const std::string& text) {
   std::vector<std::string> out;
   for (absl::string_view part : absl::StrSplit(text, '\0', absl::SkipEmpty())) {
@@ -53,7 +46,7 @@ absl::StatusOr<std::string> Git::Run(absl::string_view dir,
   // Git must not prompt (no terminal) nor read the user's config for hooks.
   spec.env = {{"GIT_TERMINAL_PROMPT", "0"}, {"GIT_CONFIG_NOSYSTEM", "1"}};
   absl::StatusOr<ProcessResult> r = launcher_->Run(spec);
-  std::string out = Slurp(out_tmpl), err = Slurp(err_tmpl);
+  std::string out = ReadOutputFile(out_tmpl), err = ReadOutputFile(err_tmpl);
   unlink(out_tmpl);
   unlink(err_tmpl);
   if (!r.ok()) return r.status();
