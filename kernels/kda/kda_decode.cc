@@ -85,39 +85,11 @@ void PortableHead(const HeadArgs& a) {
 }
 
 // ---------------------------------------------------------------------------
-// Fused kernel: two passes over the whole head (its state stays in L2).
+// Fused kernel, portable build of internal::FusedHeadBody.
 
 template <Precision P>
 void FusedHead(const HeadArgs& a) {
-  const int K = a.k_dim;
-  const int V = a.v_dim;
-  float acc[kKdaMaxDim] = {};
-  for (int i = 0; i < K; ++i) {
-    const float* row = a.state + static_cast<int64_t>(i) * V;
-    const float d = a.decay[i];
-    const float dk = a.dk[i];
-    const float kb = a.k_op->big[i];
-    const float ks = a.k_op->small[i];
-    for (int j = 0; j < V; ++j) {
-      acc[j] = internal::Pass1Term<P>(acc[j], row[j], d, dk, kb, ks);
-    }
-  }
-  float u[kKdaMaxDim];
-  for (int j = 0; j < V; ++j) u[j] = a.beta * (a.v[j] - acc[j]);
-  float o[kKdaMaxDim] = {};
-  for (int i = 0; i < K; ++i) {
-    float* row = a.state + static_cast<int64_t>(i) * V;
-    const float d = a.decay[i];
-    const float kk = a.kn[i];
-    const float qb = a.q_op->big[i];
-    const float qs = a.q_op->small[i];
-    for (int j = 0; j < V; ++j) {
-      const float x = row[j] * d + kk * u[j];
-      row[j] = x;
-      o[j] = AccumTerm<P>(o[j], x, qb, qs);
-    }
-  }
-  std::memcpy(a.out, o, sizeof(float) * V);
+  internal::FusedHeadBody<P>(a);
 }
 
 using HeadFn = void (*)(const HeadArgs&);
@@ -373,13 +345,7 @@ absl::Status KdaDecode(const KdaDims& dims, const KdaInputs<float>& in,
     case KdaDecodeVariant::kNaive:
       DecodeNaive(dims, in, math, state, out);
       return absl::OkStatus();
-    case KdaDecodeVariant::kFused: {
-      const HeadFn fn = FusedHeadFor(math.precision);
-      for (int64_t bh = 0; bh < n; ++bh) {
-        RunHead(dims, in, math, state, out, bh, bh + 1 < n ? bh + 1 : -1, fn);
-      }
-      return absl::OkStatus();
-    }
+    case KdaDecodeVariant::kFused:
     case KdaDecodeVariant::kTiled:
       break;
   }
@@ -390,8 +356,17 @@ absl::Status KdaDecode(const KdaDims& dims, const KdaInputs<float>& in,
         "KDA decode: SimdPath::kAvx2 requested but this CPU (or build) has "
         "no AVX2/FMA; use kAuto or kPortable");
   }
-  HeadFn fn = PortableHeadFor(math.precision);
-  if (path == SimdPath::kAvx2) fn = &internal::TiledHeadAvx2;
+  const bool avx2 = path == SimdPath::kAvx2;
+  if (options.variant == KdaDecodeVariant::kFused) {
+    const HeadFn fn =
+        avx2 ? &internal::FusedHeadAvx2 : FusedHeadFor(math.precision);
+    for (int64_t bh = 0; bh < n; ++bh) {
+      RunHead(dims, in, math, state, out, bh, bh + 1 < n ? bh + 1 : -1, fn);
+    }
+    return absl::OkStatus();
+  }
+  const HeadFn fn =
+      avx2 ? &internal::TiledHeadAvx2 : PortableHeadFor(math.precision);
   const int threads = options.num_threads == kAllThreads
                           ? ThreadPool::HardwareThreads()
                           : options.num_threads;

@@ -75,7 +75,7 @@ struct KdaDecodeOptions {
   // kTiled only: threads working on one call, the caller included. 1 runs
   // on the calling thread; kAllThreads uses ThreadPool::HardwareThreads().
   int num_threads = 1;
-  // kTiled only.
+  // kFused and kTiled.
   SimdPath simd = SimdPath::kAuto;
   // kTiled only: the pool to use; nullptr means ThreadPool::Shared().
   ThreadPool* pool = nullptr;

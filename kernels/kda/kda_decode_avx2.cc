@@ -1,4 +1,5 @@
-// The AVX2/FMA tiled KDA decode kernel. Every function that uses AVX2 is
+// The AVX2/FMA KDA decode kernels: the hand-written tiled one, and the
+// fused one (internal::FusedHeadBody, vectorized here for AVX2). Every function that uses AVX2 is
 // compiled with __attribute__((target("avx2,fma"))) so the rest of the
 // binary keeps the baseline target; the dispatcher calls it only after
 // __builtin_cpu_supports confirms the CPU has both extensions.
@@ -239,9 +240,27 @@ DG_AVX2 void Avx2Head(const HeadArgs& a) {
   if (v0 < V) ScalarColumns<P>(a, v0, V - v0);
 }
 
+template <Precision P>
+DG_AVX2 void FusedHeadAvx2Impl(const HeadArgs& a) {
+  FusedHeadBody<P>(a);
+}
+
 }  // namespace
 
 bool Avx2KernelCompiled() { return true; }
+
+void FusedHeadAvx2(const HeadArgs& a) {
+  switch (a.precision) {
+    case Precision::kIeee:
+      return FusedHeadAvx2Impl<Precision::kIeee>(a);
+    case Precision::kTf32:
+      return FusedHeadAvx2Impl<Precision::kTf32>(a);
+    case Precision::kTf32Rna:
+      return FusedHeadAvx2Impl<Precision::kTf32Rna>(a);
+    case Precision::kTf32x3:
+      return FusedHeadAvx2Impl<Precision::kTf32x3>(a);
+  }
+}
 
 void TiledHeadAvx2(const HeadArgs& a) {
   switch (a.precision) {
@@ -262,6 +281,18 @@ bool Avx2KernelCompiled() { return false; }
 
 // Never called: CpuHasAvx2Fma() is false without the kernel.
 void TiledHeadAvx2(const HeadArgs& a) { TiledHeadPortable(a); }
+void FusedHeadAvx2(const HeadArgs& a) {
+  switch (a.precision) {
+    case Precision::kIeee:
+      return FusedHeadBody<Precision::kIeee>(a);
+    case Precision::kTf32:
+      return FusedHeadBody<Precision::kTf32>(a);
+    case Precision::kTf32Rna:
+      return FusedHeadBody<Precision::kTf32Rna>(a);
+    case Precision::kTf32x3:
+      return FusedHeadBody<Precision::kTf32x3>(a);
+  }
+}
 
 #endif
 

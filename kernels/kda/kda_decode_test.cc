@@ -124,8 +124,8 @@ TEST(KdaDecodeTest, AllVariantsMatchReference) {
          {KdaDecodeVariant::kNaive, KdaDecodeVariant::kFused,
           KdaDecodeVariant::kTiled}) {
       for (SimdPath path : Paths()) {
-        if (v != KdaDecodeVariant::kTiled && path != SimdPath::kPortable) {
-          continue;  // Only the tiled variant has SIMD paths.
+        if (v == KdaDecodeVariant::kNaive && path != SimdPath::kPortable) {
+          continue;  // The naive variant has no SIMD paths.
         }
         for (Precision p : {Precision::kIeee, Precision::kTf32x3}) {
           KdaDecodeOptions o;
@@ -275,6 +275,29 @@ TEST(KdaDecodeTest, Avx2AndPortableAgreeInIeee) {
   EXPECT_LT(d.rel_rms, 2e-6) << d.ToString();
   EXPECT_LT(a.out_err.rel_rms, 2e-6);
   EXPECT_LT(b.out_err.rel_rms, 2e-6);
+}
+
+// The fused kernel is one source compiled for both paths, without FMA
+// contraction: the AVX2 build must give the portable build's bits in every
+// precision mode, ieee included.
+TEST(KdaDecodeTest, FusedPathsBitIdenticalInEveryMode) {
+  if (!CpuHasAvx2Fma()) GTEST_SKIP() << "no AVX2/FMA on this CPU";
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(::testing::Message() << "seed=" << seed);
+  const KdaDims dims{2, 3, 37, 131};
+  for (Precision p : {Precision::kIeee, Precision::kTf32, Precision::kTf32Rna,
+                      Precision::kTf32x3}) {
+    KdaDecodeOptions o;
+    o.variant = KdaDecodeVariant::kFused;
+    o.math.precision = p;
+    o.simd = SimdPath::kPortable;
+    SCOPED_TRACE(Describe(dims, o));
+    const RunResult a = RunAgainstReference(dims, o, 3, seed);
+    o.simd = SimdPath::kAvx2;
+    const RunResult b = RunAgainstReference(dims, o, 3, seed);
+    EXPECT_TRUE(SameBits(a.out, b.out));
+    EXPECT_TRUE(SameBits(a.state, b.state));
+  }
 }
 
 TEST(KdaDecodeTest, EnvironmentForcesPortablePath) {

@@ -216,6 +216,45 @@ inline void PrefetchLine(const float* base, int64_t offset) {
 #endif
 }
 
+// The fused per-head kernel: pass 1 reads the whole head and accumulates
+// k^T(decay * S); pass 2 rewrites it and accumulates o (a 128 x 128 head,
+// 64 KiB, stays in L2 between the passes). Always inlined into its callers
+// so each is vectorized for its own target: the portable FusedHead in
+// kda_decode.cc and FusedHeadAvx2 share this one source, and give the same
+// bits (no FMA contraction either way: -ffp-contract=off).
+template <Precision P>
+__attribute__((always_inline)) inline void FusedHeadBody(const HeadArgs& a) {
+  const int K = a.k_dim;
+  const int V = a.v_dim;
+  float acc[kKdaMaxDim] = {};
+  for (int i = 0; i < K; ++i) {
+    const float* row = a.state + static_cast<int64_t>(i) * V;
+    const float d = a.decay[i];
+    const float dk = a.dk[i];
+    const float kb = a.k_op->big[i];
+    const float ks = a.k_op->small[i];
+    for (int j = 0; j < V; ++j) {
+      acc[j] = Pass1Term<P>(acc[j], row[j], d, dk, kb, ks);
+    }
+  }
+  float u[kKdaMaxDim];
+  for (int j = 0; j < V; ++j) u[j] = a.beta * (a.v[j] - acc[j]);
+  float o[kKdaMaxDim] = {};
+  for (int i = 0; i < K; ++i) {
+    float* row = a.state + static_cast<int64_t>(i) * V;
+    const float d = a.decay[i];
+    const float kk = a.kn[i];
+    const float qb = a.q_op->big[i];
+    const float qs = a.q_op->small[i];
+    for (int j = 0; j < V; ++j) {
+      const float x = row[j] * d + kk * u[j];
+      row[j] = x;
+      o[j] = AccumTerm<P>(o[j], x, qb, qs);
+    }
+  }
+  for (int j = 0; j < V; ++j) a.out[j] = o[j];
+}
+
 // One head, V-blocked: each block of columns is read once (pass 1 computes
 // k^T(decay*S) for those columns), then rewritten while it is still in L1
 // (pass 2 applies decay + k u^T and accumulates o). Columns are independent,
@@ -223,6 +262,8 @@ inline void PrefetchLine(const float* base, int64_t offset) {
 void TiledHeadPortable(const HeadArgs& a);
 // Same computation with AVX2/FMA. Requires a CPU with avx2 and fma.
 void TiledHeadAvx2(const HeadArgs& a);
+// FusedHeadBody compiled for AVX2/FMA. Requires a CPU with avx2 and fma.
+void FusedHeadAvx2(const HeadArgs& a);
 // Whether this build contains the AVX2 kernel (x86-64 GCC/Clang).
 bool Avx2KernelCompiled();
 
