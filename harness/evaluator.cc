@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -14,6 +15,8 @@
 #include "google/protobuf/util/time_util.h"
 #include "harness/feedback.h"
 #include "harness/parse/benchmark_output.h"
+#include "harness/runner/kernel_check.h"
+#include "harness/runner/precision_suite.h"
 #include "harness/workspace/workspace.h"
 #include "proto/manifest.h"
 #include "results/gate/gate.h"
@@ -101,7 +104,12 @@ class Evaluation {
   absl::StatusOr<bool> Preflight();
   absl::StatusOr<bool> Build();
   absl::StatusOr<bool> Correctness();
+  // The manifest's kernel checks, candidate against the baseline's
+  // reference; part of the correctness stage.
+  bool KernelChecks(StageRun* run, std::vector<std::string>* failed, int* passed);
+  absl::StatusOr<bool> Precision();
   absl::StatusOr<bool> Benchmarks();
+  KernelCheckSetup CheckSetup(bool candidate, const std::string& log_name) const;
   EvalOutcome Finish(v1::Decision decision_if_failed);
 
   const EvaluatorOptions& options_;
@@ -185,16 +193,6 @@ absl::StatusOr<bool> Evaluation::Preflight() {
   gate_input_.claims = request_.claims;
   gate_input_.seed = request_.seed;
 
-  if (!manifest_.kernel_checks().empty() || !manifest_.precision().empty()) {
-    run.End(v1::STAGE_ERROR, "kernel checks and precision suites are not run yet");
-    infrastructure_ = absl::UnimplementedError(absl::StrFormat(
-        "the manifest declares %d kernel checks and %d precision suites; this "
-        "densegate cannot run trusted kernel evaluation yet, so it will not "
-        "pretend they passed",
-        manifest_.kernel_checks_size(), manifest_.precision_size()));
-    return false;
-  }
-
   absl::StatusOr<std::vector<std::string>> changed =
       git_.ChangedPaths(checkout_.mirror, checkout_.baseline_sha, checkout_.candidate_sha);
   if (!changed.ok()) return changed.status();
@@ -272,14 +270,104 @@ std::vector<std::string> ResultFiles(const v1::CorrectnessSuite& suite, const st
   return files;
 }
 
+KernelCheckSetup Evaluation::CheckSetup(bool candidate, const std::string& log_name) const {
+  KernelCheckSetup setup;
+  setup.launcher = launcher_;
+  setup.reference_dir = checkout_.baseline_dir;
+  setup.subject_dir = candidate ? checkout_.candidate_dir : checkout_.baseline_dir;
+  setup.log_prefix = LogPath(log_name);
+  setup.cpus = options_.cpus;
+  setup.salt = request_.seed;
+  return setup;
+}
+
+bool Evaluation::KernelChecks(StageRun* run, std::vector<std::string>* failed, int* passed) {
+  for (const v1::KernelCheck& check : manifest_.kernel_checks()) {
+    if (listener_) {
+      v1::Progress p;
+      p.set_stage(v1::CORRECTNESS);
+      p.set_message("kernel check " + check.name());
+      listener_->OnProgress(p);
+    }
+    KernelCheckReport r = RunKernelCheck(check, CheckSetup(true, "check-" + check.name()));
+    v1::TestCaseResult* t = run->stage().add_tests();
+    t->set_suite("kernel_checks");
+    t->set_name(check.name());
+    t->set_passed(r.outcome == KernelCheckReport::Outcome::kPassed);
+    t->set_message(r.message);
+    switch (r.outcome) {
+      case KernelCheckReport::Outcome::kPassed:
+        ++*passed;
+        break;
+      case KernelCheckReport::Outcome::kIncorrect:
+        failed->push_back(absl::StrCat("kernel check ", check.name(), ": ", r.message));
+        break;
+      case KernelCheckReport::Outcome::kGaming: {
+        std::string message = absl::StrCat("kernel check ", check.name(), ": ", r.message);
+        failures_.push_back(Reason(v1::GAMING, v1::CORRECTNESS, message));
+        run->End(v1::STAGE_FAILED, message);
+        return false;
+      }
+      case KernelCheckReport::Outcome::kInfrastructure:
+        infrastructure_ = absl::FailedPreconditionError(
+            absl::StrCat("kernel check ", check.name(), ": ", r.message));
+        run->End(v1::STAGE_ERROR, r.message);
+        return false;
+    }
+  }
+  return true;
+}
+
+absl::StatusOr<bool> Evaluation::Precision() {
+  if (manifest_.precision().empty()) {
+    Skip(v1::PRECISION, "no precision suites declared", listener_, &stages_);
+    return true;
+  }
+  StageRun run(v1::PRECISION, listener_, &stages_);
+  std::vector<std::string> passed;
+  for (const v1::PrecisionSuite& suite : manifest_.precision()) {
+    if (listener_) {
+      v1::Progress p;
+      p.set_stage(v1::PRECISION);
+      p.set_message(absl::StrFormat("precision suite %s (%s, up to %d tokens)", suite.name(),
+                                    suite.op(), suite.lengths().empty() ? 0 : suite.lengths(
+                                                    suite.lengths_size() - 1)));
+      listener_->OnProgress(p);
+    }
+    PrecisionSetup setup;
+    setup.launcher = launcher_;
+    setup.baseline_dir = checkout_.baseline_dir;
+    setup.candidate_dir = checkout_.candidate_dir;
+    setup.log_prefix = LogPath("precision-" + suite.name());
+    setup.cpus = options_.cpus;
+    setup.salt = request_.seed;
+    PrecisionReport r = RunPrecisionSuite(suite, setup);
+    WritePrecisionCurve(request_.out_dir, suite.name(), r.ToJson(suite));
+    if (r.outcome == PrecisionReport::Outcome::kInfrastructure) {
+      infrastructure_ = absl::FailedPreconditionError("precision suite " + r.message);
+      run.End(v1::STAGE_ERROR, r.message);
+      return false;
+    }
+    if (r.outcome == PrecisionReport::Outcome::kFailed) {
+      failures_.push_back(Reason(v1::PRECISION_FAILED, v1::PRECISION, r.message));
+      run.End(v1::STAGE_FAILED, r.message);
+      return false;
+    }
+    passed.push_back(r.message);
+  }
+  run.End(v1::STAGE_PASSED, absl::StrJoin(passed, "; "));
+  return true;
+}
+
 absl::StatusOr<bool> Evaluation::Correctness() {
-  if (manifest_.correctness().empty()) {
-    Skip(v1::CORRECTNESS, "no correctness suites declared", listener_, &stages_);
+  if (manifest_.correctness().empty() && manifest_.kernel_checks().empty()) {
+    Skip(v1::CORRECTNESS, "no correctness suites or kernel checks declared", listener_, &stages_);
     return true;
   }
   StageRun run(v1::CORRECTNESS, listener_, &stages_);
   int passed = 0;
   std::vector<std::string> failed;
+  if (!KernelChecks(&run, &failed, &passed)) return false;
   for (const v1::CorrectnessSuite& suite : manifest_.correctness()) {
     std::string name = "correctness-" + suite.name();
     absl::StatusOr<ProcessResult> r =
@@ -321,7 +409,11 @@ absl::StatusOr<bool> Evaluation::Correctness() {
 }
 
 absl::StatusOr<bool> Evaluation::Benchmarks() {
-  if (manifest_.benchmarks().empty()) {
+  std::vector<const v1::KernelCheck*> timed_checks;
+  for (const v1::KernelCheck& c : manifest_.kernel_checks()) {
+    if (!c.metric().empty()) timed_checks.push_back(&c);
+  }
+  if (manifest_.benchmarks().empty() && timed_checks.empty()) {
     Skip(v1::MICROBENCHMARK, "no benchmarks declared", listener_, &stages_);
     Skip(v1::END_TO_END, "no benchmarks declared", listener_, &stages_);
     return true;
@@ -338,7 +430,18 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
       metrics_.push_back(s);
     }
   }
-  bool has_micro = false, has_e2e = false;
+  // A timed kernel check: the median of its verified calls, on the
+  // harness's clock.
+  for (const v1::KernelCheck* c : timed_checks) {
+    MetricSamples s;
+    s.name = c->metric();
+    s.unit = "ns";
+    s.direction = v1::LOWER_IS_BETTER;
+    s.primary = true;
+    s.stage = v1::MICROBENCHMARK;
+    metrics_.push_back(s);
+  }
+  bool has_micro = !timed_checks.empty(), has_e2e = false;
   for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
     (b.kind() == v1::GOOGLE_BENCHMARK ? has_micro : has_e2e) = true;
   }
@@ -430,6 +533,41 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
             samples_.push_back(sample);
           }
         }
+        for (const v1::KernelCheck* c : timed_checks) {
+          std::string name = absl::StrFormat("timed-%s-%s-%d", c->name(), arm, pairs);
+          KernelCheckReport r = RunKernelCheck(*c, CheckSetup(candidate, name));
+          if (r.outcome != KernelCheckReport::Outcome::kPassed) {
+            std::string message = absl::StrFormat("%s kernel check %s (pair %d): %s", arm,
+                                                  c->name(), pairs, r.message);
+            if (!candidate || r.outcome == KernelCheckReport::Outcome::kInfrastructure) {
+              infrastructure_ = absl::FailedPreconditionError(message);
+              micro.End(v1::STAGE_ERROR, message);
+            } else {
+              failures_.push_back(Reason(r.outcome == KernelCheckReport::Outcome::kGaming
+                                             ? v1::GAMING
+                                             : v1::CORRECTNESS_FAILED,
+                                         v1::MICROBENCHMARK, message));
+              micro.End(v1::STAGE_FAILED, message);
+            }
+            return false;
+          }
+          std::vector<double> t = r.call_seconds;
+          std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+          const double value = t[t.size() / 2] * 1e9;
+          double total = 0;
+          for (double x : r.call_seconds) total += x;
+          MetricSamples& s = metrics_[metric_index++];
+          (candidate ? s.candidate : s.baseline).push_back(value);
+          v1::Sample sample;
+          sample.set_id(next_sample_id++);
+          sample.set_metric(s.name);
+          sample.set_arm(candidate ? v1::CANDIDATE : v1::BASELINE);
+          sample.set_pair_index(pairs);
+          sample.set_value(value);
+          sample.set_unit(s.unit);
+          sample.set_process_wall_seconds(total);
+          samples_.push_back(sample);
+        }
       }
       if (listener_) {
         v1::Progress p;
@@ -480,7 +618,7 @@ absl::StatusOr<EvalOutcome> Evaluation::Run() {
   using Step = absl::StatusOr<bool> (Evaluation::*)();
   bool ok = true;
   for (Step step : {&Evaluation::Preflight, &Evaluation::Build, &Evaluation::Correctness,
-                    &Evaluation::Benchmarks}) {
+                    &Evaluation::Precision, &Evaluation::Benchmarks}) {
     absl::StatusOr<bool> r = (this->*step)();
     if (!r.ok()) {
       if (r.status().code() == absl::StatusCode::kInvalidArgument ||
@@ -504,7 +642,7 @@ absl::StatusOr<EvalOutcome> Evaluation::Run() {
   }
   if (!ok) {
     // Early exit: later stages are skipped, the failure decides.
-    for (v1::StageKind k : {v1::BUILD, v1::CORRECTNESS, v1::MICROBENCHMARK}) {
+    for (v1::StageKind k : {v1::BUILD, v1::CORRECTNESS, v1::PRECISION, v1::MICROBENCHMARK}) {
       bool seen = false;
       for (const v1::Stage& s : stages_) seen |= s.kind() == k;
       if (!seen) Skip(k, "skipped: an earlier stage failed", listener_, &stages_);

@@ -8,22 +8,23 @@
 //   2. build both arms with the manifest's command (sandboxed, same flags);
 //      a failing candidate build rejects, a failing baseline build is an
 //      infrastructure error;
-//   3. correctness: the manifest's test commands on the candidate, results
-//      per test case (exit code, JUnit XML, or Bazel's test.xml files);
-//   4+5. benchmarks: Google Benchmark binaries (microbenchmark stage) and
-//      JSON commands (end-to-end stage), baseline and candidate interleaved
-//      ABBA, each repetition a fresh process, pairs added until the
-//      sequential gate (results/gate) decides. Self-reported times are
-//      checked against the process's own lifetime on the harness's clock.
+//   3. correctness: the manifest's kernel checks (harness/runner: the
+//      candidate-built kernel runner against the baseline-built reference,
+//      out of process, fresh hidden inputs per call, every output verified)
+//      and its test commands on the candidate, results per test case (exit
+//      code, JUnit XML, or Bazel's test.xml files);
+//   4. precision: each long-context sweep, the candidate's error curve
+//      against fp64 compared with the bound and with the baseline's curve;
+//   5+6. benchmarks: Google Benchmark binaries and timed kernel checks
+//      (microbenchmark stage) and JSON commands (end-to-end stage), baseline
+//      and candidate interleaved ABBA, each repetition a fresh process,
+//      pairs added until the sequential gate (results/gate) decides.
+//      Self-reported times are checked against the process's own lifetime
+//      on the harness's clock.
 // Stages stop at the first failure. Every stage is reported to the
 // listener as it starts and ends, with repetition progress in between, and
 // written with its log into the feedback bundle when an output directory is
 // given (see feedback.h).
-//
-// Kernel checks and precision suites (trusted out-of-process kernel
-// evaluation) are declared in the manifest schema but not run by this
-// version: a manifest that declares them gets an infrastructure error
-// naming them, never a silent pass.
 //
 // Thread-safety: one evaluation at a time per Evaluator (it owns a slot).
 #ifndef DENSEGATE_HARNESS_EVALUATOR_H_

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/ascii.h"
@@ -152,6 +153,14 @@ void WriteFeedbackBundle(const std::string& dir, const v1::Verdict* verdict,
     WriteJson(dir + "/verdict.json", error);
     WriteJson(dir + "/feedback.json", error);
   }
+}
+
+void WritePrecisionCurve(const std::string& dir, const std::string& suite,
+                         const json& curve) {
+  if (dir.empty()) return;
+  std::error_code ignored;
+  std::filesystem::create_directories(dir + "/precision", ignored);
+  WriteJson(dir + "/precision/" + suite + ".json", curve);
 }
 
 }  // namespace densegate::harness

@@ -8,6 +8,8 @@
 //                   and why the decision is what it is
 //   samples.json    every raw sample, in measurement order
 //   stages.json     each stage with status, duration, summary, log file
+//   precision/      one JSON per precision suite: the baseline's and the
+//                   candidate's error curves against fp64, bound, outcome
 //   logs/           stdout and stderr of every process the harness ran
 //
 // Thread-safety: free functions.
@@ -37,6 +39,10 @@ void WriteFeedbackBundle(const std::string& dir, const v1::Verdict* verdict,
                          const std::vector<v1::Stage>& stages,
                          const std::vector<v1::Sample>& samples,
                          const absl::Status& infrastructure_error);
+
+// Writes precision/<suite>.json into `dir` (nothing when empty).
+void WritePrecisionCurve(const std::string& dir, const std::string& suite,
+                         const nlohmann::json& curve);
 
 }  // namespace densegate::harness
 

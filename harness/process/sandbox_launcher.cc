@@ -280,7 +280,12 @@ class SandboxLauncher : public ProcessLauncher {
       if (err < 0) fail(kStderr);
       dup2(err, 2);
       for (const auto& [child_fd, parent_fd] : spec.inherit_fds) {
-        if (dup2(parent_fd, child_fd) < 0) fail(kFds);  // dup2 clears CLOEXEC.
+        if (parent_fd == child_fd) {
+          // dup2 onto itself is a no-op that keeps CLOEXEC: clear it.
+          if (fcntl(child_fd, F_SETFD, 0) < 0) fail(kFds);
+        } else if (dup2(parent_fd, child_fd) < 0) {
+          fail(kFds);  // dup2 clears CLOEXEC on the copy.
+        }
       }
       (void)!write(report_pipe[1], &report, sizeof(report));
       execve(program.c_str(), argv.data(), envp.data());

@@ -1,0 +1,150 @@
+// Each trick a candidate's kernel runner could play, against the real
+// harness side of the protocol (kernel checks and the precision stage), in
+// the real sandbox. Every cheat must be caught with a reason naming it;
+// the honest runner must pass.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "harness/process/launcher.h"
+#include "harness/runner/kernel_check.h"
+#include "harness/runner/precision_suite.h"
+
+namespace densegate::harness {
+namespace {
+
+using ::testing::HasSubstr;
+using Outcome = KernelCheckReport::Outcome;
+
+std::string Runfile(const std::string& path) {
+  return absl::StrCat(std::getenv("TEST_SRCDIR"), "/densegate/", path);
+}
+
+// A worktree-like directory whose ./runner is `binary`, optionally with a
+// trick file for the evil runner.
+std::string MakeDir(const std::string& name, const std::string& binary,
+                    const std::string& trick = "") {
+  std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);
+  EXPECT_EQ(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
+  EXPECT_EQ(symlink(Runfile(binary).c_str(), (dir + "/runner").c_str()), 0);
+  if (!trick.empty()) std::ofstream(dir + "/trick") << trick << "\n";
+  return dir;
+}
+
+class RedTeamTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    launcher_ = NewSandboxLauncher();
+    reference_dir_ = MakeDir("reference", "kernels/runner/kernel_runner");
+  }
+
+  KernelCheckReport Check(const std::string& trick, const std::string& op = "kda_decode") {
+    v1::KernelCheck check;
+    check.set_name("check-" + trick);
+    check.set_op(op);
+    check.set_runner("runner");
+    if (op == "kda_decode") {
+      // V = 53: not a multiple of any tile, so a skipped tail shows.
+      (*check.mutable_shape())["batch"] = 2;
+      (*check.mutable_shape())["heads"] = 4;
+      (*check.mutable_shape())["k"] = 64;
+      (*check.mutable_shape())["v"] = 53;
+      check.set_max_rel_rms(1e-5);
+    } else {
+      (*check.mutable_shape())["tokens"] = 7;
+      (*check.mutable_shape())["heads"] = 3;
+      (*check.mutable_shape())["dim"] = 100;
+      check.set_max_rel_rms(0);
+    }
+    check.set_calls(5);
+    KernelCheckSetup setup;
+    setup.launcher = launcher_.get();
+    setup.reference_dir = reference_dir_;
+    setup.subject_dir = MakeDir("subject-" + trick + "-" + op, "tests/redteam/evil_runner", trick);
+    setup.log_prefix = setup.subject_dir + "/log";
+    setup.call_timeout = absl::Seconds(10);
+    return RunKernelCheck(check, setup);
+  }
+
+  std::unique_ptr<ProcessLauncher> launcher_;
+  std::string reference_dir_;
+};
+
+TEST_F(RedTeamTest, HonestRunnerPassesEveryOp) {
+  for (const char* op : {"kda_decode", "quantize_fp8_e4m3", "quantize_int8"}) {
+    KernelCheckReport r = Check("none", op);
+    EXPECT_EQ(r.outcome, Outcome::kPassed) << op << ": " << r.message;
+    EXPECT_EQ(r.call_seconds.size(), 5u);
+    for (double s : r.call_seconds) EXPECT_GT(s, 0);
+  }
+}
+
+struct TrickCase {
+  const char* trick;
+  Outcome outcome;
+  const char* reason;
+};
+
+TEST_F(RedTeamTest, EveryTrickIsCaughtAndNamed) {
+  for (const TrickCase& c : std::vector<TrickCase>{
+           {"cache_by_pointer", Outcome::kGaming, "cached outputs"},
+           {"cache_by_content", Outcome::kGaming, "cached outputs"},
+           {"skip_compute", Outcome::kIncorrect, "partial output"},
+           {"strided", Outcome::kIncorrect, "partial output"},
+           {"skip_tail", Outcome::kIncorrect, "partial output"},
+           {"late_sloppy", Outcome::kIncorrect, "partial output"},
+           {"write_inputs", Outcome::kGaming, "wrote into its input q"},
+           {"tf32", Outcome::kIncorrect, "lower-precision"},
+           {"nondeterministic", Outcome::kIncorrect, "nondeterministic"},
+           {"background", Outcome::kGaming, "background work"},
+           {"crash", Outcome::kIncorrect, "exited mid-call"},
+           {"hang", Outcome::kIncorrect, "hung"},
+       }) {
+    SCOPED_TRACE(c.trick);
+    KernelCheckReport r = Check(c.trick);
+    EXPECT_EQ(r.outcome, c.outcome) << r.message;
+    EXPECT_THAT(r.message, HasSubstr(c.reason));
+  }
+}
+
+PrecisionReport Sweep(ProcessLauncher* launcher, const std::string& reference_dir,
+                      const std::string& trick) {
+  v1::PrecisionSuite suite;
+  suite.set_name("decode-long");
+  suite.set_op("kda_decode");
+  suite.set_runner("runner");
+  for (int64_t len : {256, 1024, 4096}) suite.add_lengths(len);
+  suite.set_max_rel_rms(2e-3);
+  (*suite.mutable_params())["k"] = 32;
+  (*suite.mutable_params())["v"] = 32;
+  (*suite.mutable_params())["gate_scale"] = 100;
+  PrecisionSetup setup;
+  setup.launcher = launcher;
+  setup.baseline_dir = reference_dir;
+  setup.candidate_dir = MakeDir("sweep-" + trick, "tests/redteam/evil_runner", trick);
+  setup.log_prefix = setup.candidate_dir + "/log";
+  return RunPrecisionSuite(suite, setup);
+}
+
+TEST_F(RedTeamTest, PrecisionStageRejectsTf32ThatPassesTheAbsoluteBound) {
+  PrecisionReport honest = Sweep(launcher_.get(), reference_dir_, "none");
+  ASSERT_EQ(honest.outcome, PrecisionReport::Outcome::kPassed) << honest.message;
+  ASSERT_EQ(honest.candidate.rel_rms.size(), 3u);
+  EXPECT_LT(honest.candidate.rel_rms.back(), 1e-5);
+
+  PrecisionReport tf32 = Sweep(launcher_.get(), reference_dir_, "tf32");
+  EXPECT_EQ(tf32.outcome, PrecisionReport::Outcome::kFailed) << tf32.message;
+  EXPECT_THAT(tf32.message, HasSubstr("the baseline's"));
+  // The mission's failure class: under a short-context tolerance ...
+  EXPECT_LT(tf32.candidate.rel_rms.front(), 2e-3);
+  // ... yet far above the baseline's error.
+  EXPECT_GT(tf32.candidate.rel_rms.back(), 10 * tf32.baseline.rel_rms.back());
+}
+
+}  // namespace
+}  // namespace densegate::harness
