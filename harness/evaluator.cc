@@ -535,7 +535,9 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
         }
         for (const v1::KernelCheck* c : timed_checks) {
           std::string name = absl::StrFormat("timed-%s-%s-%d", c->name(), arm, pairs);
-          KernelCheckReport r = RunKernelCheck(*c, CheckSetup(candidate, name));
+          KernelCheckSetup setup = CheckSetup(candidate, name);
+          setup.reference = KernelCheckSetup::Reference::kBaselineCompute;
+          KernelCheckReport r = RunKernelCheck(*c, setup);
           if (r.outcome != KernelCheckReport::Outcome::kPassed) {
             std::string message = absl::StrFormat("%s kernel check %s (pair %d): %s", arm,
                                                   c->name(), pairs, r.message);

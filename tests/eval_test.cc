@@ -48,7 +48,7 @@ class EvalTest : public ::testing::Test {
     name_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
     repo_ = Tmp() + "/repo-" + name_;
     Sh("rm -rf " + repo_ + " && mkdir -p " + repo_);
-    for (const char* f : {"checksum.h", "bench.cc", "check.cc", "densegate.json"}) {
+    for (const char* f : {"checksum.h", "bench.cc", "check.cc", "build.sh", "densegate.json"}) {
       Sh(absl::StrCat("cp ", Fixture(f), " ", repo_, "/"));
     }
     Commit("baseline");
@@ -203,6 +203,21 @@ int main() {
   EvalOutcome o = Eval(v1::GAIN);
   EXPECT_EQ(o.verdict.decision(), v1::REJECT);
   EXPECT_TRUE(HasReason(o.verdict, v1::GAMING, "times are not real")) << Reasons(o.verdict);
+}
+
+TEST_F(EvalTest, BuildThatReachesForTheNetworkIsRejected) {
+  // A build step that fetches something: the sandbox has no route out.
+  Write("build.sh", R"sh(#!/bin/sh
+set -e
+python3 -c "import socket; socket.create_connection(('192.0.2.1', 80), timeout=5)"
+g++ -O2 -std=c++17 -o bench bench.cc -lbenchmark -lpthread
+g++ -O2 -std=c++17 -o check check.cc
+)sh");
+  Commit("download during the build");
+  EvalOutcome o = Eval(v1::GAIN);
+  EXPECT_EQ(o.verdict.decision(), v1::REJECT);
+  EXPECT_TRUE(HasReason(o.verdict, v1::BUILD_FAILED, "Network is unreachable"))
+      << Reasons(o.verdict);
 }
 
 TEST_F(EvalTest, UnknownRefAndMissingManifestAreInputErrors) {

@@ -54,7 +54,8 @@ class Check {
                                    setup_.log_prefix + "-subject.err", setup_.cpus, life);
     if (!sub.ok()) return FromStatus(sub.status(), true, "did not start");
     subject_ = std::move(*sub);
-    if (auto s = reference_->Prepare(layout_, true); !s.ok()) return FromStatus(s, false, "memory");
+    fp64_ = setup_.reference == KernelCheckSetup::Reference::kFp64;
+    if (auto s = reference_->Prepare(layout_, fp64_); !s.ok()) return FromStatus(s, false, "memory");
     if (auto s = subject_->Prepare(layout_, false); !s.ok()) return FromStatus(s, false, "memory");
 
     // Results of the last calls: outputs equal to any of them for new
@@ -101,7 +102,7 @@ class Check {
       if (cpu1.ok()) idle_cpu_start = *cpu1;
       idle_wall_start = absl::Now();
       report.call_seconds.push_back(*seconds);
-      absl::StatusOr<double> ref_seconds = reference_->Run(layout_, true, setup_.call_timeout);
+      absl::StatusOr<double> ref_seconds = reference_->Run(layout_, fp64_, setup_.call_timeout);
       if (!ref_seconds.ok()) return FromStatus(ref_seconds.status(), false, "failed a call");
       std::vector<std::vector<float>> results = SubjectResults();
       if (KernelCheckReport r = Verify(results, recent, &report.worst_rel_rms);
@@ -136,6 +137,7 @@ class Check {
       const RunnerBuffer& b = layout_.buffers[i];
       if (b.role == BufferRole::kOutput) {
         std::memset(subject_->Buffer(b), 0xFF, b.count * 4);  // All-ones: a NaN.
+        std::memset(reference_->Buffer(b), 0xFF, b.count * 4);
         continue;
       }
       std::memcpy(subject_->Buffer(b), values[i].data(), b.count * 4);
@@ -237,12 +239,22 @@ class Check {
     }
     for (size_t i = 0; i < results.size(); ++i) {
       const RunnerBuffer& b = ResultBuffer(i);
-      const double* ref = reference_->Result(b);
       double num = 0, den = 0;
-      for (size_t j = 0; j < results[i].size(); ++j) {
-        const double d = results[i][j] - ref[j];
-        num += d * d;
-        den += ref[j] * ref[j];
+      auto accumulate = [&](const auto* ref) {
+        for (size_t j = 0; j < results[i].size(); ++j) {
+          const double d = results[i][j] - static_cast<double>(ref[j]);
+          num += d * d;
+          den += static_cast<double>(ref[j]) * ref[j];
+        }
+      };
+      if (fp64_) {
+        accumulate(reference_->Result(b));
+      } else {
+        accumulate(static_cast<const float*>(reference_->Buffer(b)));
+      }
+      if (!std::isfinite(den)) {
+        return Fail(Outcome::kInfrastructure,
+                    "the baseline's own result for " + b.name + " is not finite");
       }
       const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
       *worst = std::max(*worst, rel);
@@ -261,6 +273,7 @@ class Check {
   RunnerLayout layout_;
   std::unique_ptr<RunnerClient> reference_;
   std::unique_ptr<RunnerClient> subject_;
+  bool fp64_ = true;
 };
 
 }  // namespace

@@ -4,8 +4,9 @@
 // For every call the harness draws fresh inputs from a hidden seed, copies
 // them into the subject's and the reference runner's separate shared
 // memories, poisons the subject's outputs with NaN, times the subject's
-// call on its own clock, then has the reference computed and verifies every
-// output of that timed call. It rejects, naming the trick:
+// call on its own clock, then has the reference computed (fp64, or the
+// baseline's fp32 result for timed repetitions) and verifies every output
+// of that timed call. It rejects, naming the trick:
 //   * outputs left unwritten (partial output, skipped tail): NaN poison left;
 //   * outputs equal to the previous call's for new inputs (cached);
 //   * results outside max_rel_rms of the reference (wrong, or lower
@@ -49,6 +50,13 @@ struct KernelCheckSetup {
   std::vector<int> cpus;
   // Mixed into the hidden per-call seeds.
   uint64_t salt = 0;
+  // What the subject is verified against. kFp64: the baseline runner's
+  // reference mode (the correctness stage). kBaselineCompute: the baseline
+  // runner's own fp32 result on the same inputs, which costs one kernel call
+  // instead of an fp64 recurrence; used for the timed repetitions, where
+  // every output is still verified within max_rel_rms.
+  enum class Reference { kFp64, kBaselineCompute };
+  Reference reference = Reference::kFp64;
   // A call that takes longer is a hung runner.
   absl::Duration call_timeout = absl::Seconds(120);
   // After each timed call the runner is watched idle at least this long:

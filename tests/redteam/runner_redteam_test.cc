@@ -43,7 +43,9 @@ class RedTeamTest : public ::testing::Test {
     reference_dir_ = MakeDir("reference", "kernels/runner/kernel_runner");
   }
 
-  KernelCheckReport Check(const std::string& trick, const std::string& op = "kda_decode") {
+  KernelCheckReport Check(const std::string& trick, const std::string& op = "kda_decode",
+                          KernelCheckSetup::Reference reference =
+                              KernelCheckSetup::Reference::kFp64) {
     v1::KernelCheck check;
     check.set_name("check-" + trick);
     check.set_op(op);
@@ -68,6 +70,7 @@ class RedTeamTest : public ::testing::Test {
     setup.subject_dir = MakeDir("subject-" + trick + "-" + op, "tests/redteam/evil_runner", trick);
     setup.log_prefix = setup.subject_dir + "/log";
     setup.call_timeout = absl::Seconds(10);
+    setup.reference = reference;
     return RunKernelCheck(check, setup);
   }
 
@@ -107,6 +110,27 @@ TEST_F(RedTeamTest, EveryTrickIsCaughtAndNamed) {
        }) {
     SCOPED_TRACE(c.trick);
     KernelCheckReport r = Check(c.trick);
+    EXPECT_EQ(r.outcome, c.outcome) << r.message;
+    EXPECT_THAT(r.message, HasSubstr(c.reason));
+  }
+}
+
+// Timed repetitions verify against the baseline's own fp32 result instead of
+// the fp64 reference: every trick must still be caught there.
+TEST_F(RedTeamTest, TimedRepetitionsAgainstTheBaselinesResultCatchTricksToo) {
+  const auto baseline = KernelCheckSetup::Reference::kBaselineCompute;
+  KernelCheckReport honest = Check("none", "kda_decode", baseline);
+  EXPECT_EQ(honest.outcome, Outcome::kPassed) << honest.message;
+  for (const TrickCase& c : std::vector<TrickCase>{
+           {"cache_by_pointer", Outcome::kGaming, "cached outputs"},
+           {"cache_by_content", Outcome::kGaming, "cached outputs"},
+           {"strided", Outcome::kIncorrect, "partial output"},
+           {"write_inputs", Outcome::kGaming, "wrote into its input q"},
+           {"tf32", Outcome::kIncorrect, "lower-precision"},
+           {"background", Outcome::kGaming, "background work"},
+       }) {
+    SCOPED_TRACE(c.trick);
+    KernelCheckReport r = Check(c.trick, "kda_decode", baseline);
     EXPECT_EQ(r.outcome, c.outcome) << r.message;
     EXPECT_THAT(r.message, HasSubstr(c.reason));
   }
