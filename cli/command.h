@@ -27,6 +27,10 @@ void AddManifestCommand(CLI::App& app, int* exit_code);
 void AddDbCommand(CLI::App& app, int* exit_code);
 void AddVerdictCommand(CLI::App& app, int* exit_code);
 void AddEvalCommand(CLI::App& app, int* exit_code);
+void AddServeCommand(CLI::App& app, int* exit_code);
+void AddNodeCommand(CLI::App& app, int* exit_code);
+// submit, status, watch, cancel, list.
+void AddClientCommands(CLI::App& app, int* exit_code);
 
 }  // namespace densegate::cli
 

@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
   densegate::cli::AddDbCommand(app, &exit_code);
   densegate::cli::AddVerdictCommand(app, &exit_code);
   densegate::cli::AddEvalCommand(app, &exit_code);
+  densegate::cli::AddServeCommand(app, &exit_code);
+  densegate::cli::AddNodeCommand(app, &exit_code);
+  densegate::cli::AddClientCommands(app, &exit_code);
 
   // CLI11 reports an unknown command as "a subcommand is required"; name it.
   if (argc > 1 && argv[1][0] != '-') {

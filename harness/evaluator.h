@@ -61,6 +61,9 @@ class EvalListener {
   virtual ~EvalListener() = default;
   virtual void OnStage(const v1::Stage& stage) = 0;
   virtual void OnProgress(const v1::Progress& progress) = 0;
+  // Polled between stages and between benchmark pairs: true stops the
+  // evaluation, which then ends with a Cancelled infrastructure_error.
+  virtual bool Cancelled() { return false; }
 };
 
 struct EvaluatorOptions {
@@ -81,6 +84,9 @@ struct EvalOutcome {
   // Set instead when the evaluation could not be carried out for reasons
   // that are not the candidate's fault (exit code 4).
   absl::Status infrastructure_error;
+  // Every raw sample, in measurement order (ids local to this evaluation,
+  // as the verdict's provenance lists them).
+  std::vector<v1::Sample> samples;
 };
 
 class Evaluator {

@@ -1,0 +1,330 @@
+// The client side of the scheduler API: `densegate submit | status | watch |
+// list | cancel`, each with --json. Server and token come from --server /
+// --token or $DENSEGATE_SERVER / $DENSEGATE_TOKEN.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "cli/command.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/densegate.grpc.pb.h"
+
+namespace densegate::cli {
+namespace {
+
+struct ClientArgs {
+  std::string server = "127.0.0.1:7433";
+  std::string token;
+  bool json = false;
+};
+
+void AddClientFlags(CLI::App* cmd, ClientArgs* a) {
+  if (const char* s = std::getenv("DENSEGATE_SERVER")) a->server = s;
+  if (const char* t = std::getenv("DENSEGATE_TOKEN")) a->token = t;
+  cmd->add_option("--server", a->server, "scheduler address ($DENSEGATE_SERVER)")
+      ->capture_default_str();
+  cmd->add_option("--token", a->token, "bearer token ($DENSEGATE_TOKEN)");
+  cmd->add_flag("--json", a->json, "print JSON");
+}
+
+std::unique_ptr<v1::Densegate::Stub> Stub(const ClientArgs& a) {
+  return v1::Densegate::NewStub(grpc::CreateChannel(a.server, grpc::InsecureChannelCredentials()));
+}
+
+void Attach(const ClientArgs& a, grpc::ClientContext* ctx, int deadline_s = 30) {
+  if (!a.token.empty()) ctx->AddMetadata("authorization", "Bearer " + a.token);
+  if (deadline_s > 0) {
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(deadline_s));
+  }
+}
+
+int Fail(const char* cmd, const grpc::Status& s) {
+  std::cerr << "densegate " << cmd << ": " << s.error_message() << " ("
+            << (s.error_code() == grpc::StatusCode::UNAVAILABLE ? "is the scheduler running?"
+                                                                : "gRPC code " +
+                                                                      std::to_string(s.error_code()))
+            << ")\n";
+  switch (s.error_code()) {
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::NOT_FOUND:
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::UNAUTHENTICATED:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return kExitUsage;
+    default:
+      return kExitInfrastructure;
+  }
+}
+
+std::string Json(const google::protobuf::Message& m) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions o;
+  o.add_whitespace = true;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
+  return out;
+}
+
+std::string Lower(const std::string& s) { return absl::AsciiStrToLower(s); }
+
+int ExitFor(const v1::Evaluation& e) {
+  if (e.state() != v1::FINISHED) return kExitInfrastructure;
+  switch (e.verdict().decision()) {
+    case v1::ACCEPT:
+      return kExitAccept;
+    case v1::REJECT:
+      return kExitReject;
+    default:
+      return kExitInconclusive;
+  }
+}
+
+void PrintEvaluation(const v1::Evaluation& e) {
+  std::cout << absl::StrFormat("%s  %s  %s %s..%s  node=%s attempt=%d\n", e.id(),
+                               Lower(v1::EvaluationState_Name(e.state())),
+                               e.candidate().repo(), e.candidate().baseline_sha().substr(0, 8),
+                               e.candidate().candidate_sha().substr(0, 8), e.node_id(),
+                               e.attempt());
+  if (e.has_verdict()) {
+    std::cout << "  decision: " << Lower(v1::Decision_Name(e.verdict().decision())) << "\n";
+    for (const auto& m : e.verdict().metrics()) {
+      std::cout << absl::StrFormat("  %-28s %8.3fx  [%.3f, %.3f]  %d pairs\n", m.metric(),
+                                   m.speedup(), m.ci_low(), m.ci_high(), m.n_pairs());
+    }
+    for (const auto& r : e.verdict().reasons()) std::cout << "  - " << r.message() << "\n";
+  }
+}
+
+// Streams events until the evaluation ends; a live line on a terminal.
+int Watch(const ClientArgs& a, const std::string& id) {
+  auto stub = Stub(a);
+  grpc::ClientContext ctx;
+  Attach(a, &ctx, 0);
+  v1::WatchEvaluationRequest req;
+  req.set_id(id);
+  std::unique_ptr<grpc::ClientReader<v1::EvaluationEvent>> reader = stub->WatchEvaluation(&ctx, req);
+  v1::EvaluationEvent ev;
+  const bool tty = isatty(2);
+  while (reader->Read(&ev)) {
+    if (a.json) {
+      std::cout << Json(ev) << "\n";
+      continue;
+    }
+    if (ev.has_stage()) {
+      std::fprintf(stderr, "%s[%s] %s in %.1f s: %s\n", tty ? "\r\033[K" : "",
+                   Lower(v1::StageKind_Name(ev.stage().kind())).c_str(),
+                   Lower(v1::StageStatus_Name(ev.stage().status()).substr(6)).c_str(),
+                   ev.stage().seconds(),
+                   ev.stage().summary().substr(0, 200).c_str());
+    } else if (ev.has_progress()) {
+      const v1::Progress& p = ev.progress();
+      std::string line = p.repetitions_planned() > 0
+                             ? absl::StrFormat("  %s repetition %d/%d, %s %.3fx",
+                                               Lower(v1::StageKind_Name(p.stage())), p.repetition(),
+                                               p.repetitions_planned(), p.metric(),
+                                               p.current_estimate())
+                             : "  " + p.message();
+      std::fprintf(stderr, tty ? "\r\033[K%s" : "%s\n", line.c_str());
+    } else if (ev.event_case() == v1::EvaluationEvent::kState) {
+      std::fprintf(stderr, "%sstate: %s\n", tty ? "\r\033[K" : "",
+                   Lower(v1::EvaluationState_Name(ev.state())).c_str());
+    }
+  }
+  grpc::Status s = reader->Finish();
+  if (!s.ok()) return Fail("watch", s);
+  grpc::ClientContext get_ctx;
+  Attach(a, &get_ctx);
+  v1::GetEvaluationRequest get;
+  get.set_id(id);
+  v1::Evaluation e;
+  if (grpc::Status g = stub->GetEvaluation(&get_ctx, get, &e); !g.ok()) return Fail("watch", g);
+  if (!a.json) PrintEvaluation(e);
+  return ExitFor(e);
+}
+
+struct SubmitArgs {
+  ClientArgs client;
+  v1::SubmitRequest req;
+  std::string kind = "experiment";
+  std::string policy;
+  std::vector<std::string> claims;
+  bool wait = false;
+};
+
+int Submit(SubmitArgs& a) {
+  if (a.kind == "ci") {
+    a.req.set_kind(v1::CI);
+  } else if (a.kind == "experiment") {
+    a.req.set_kind(v1::EXPERIMENT);
+  } else {
+    std::cerr << "densegate submit: --kind must be ci or experiment\n";
+    return kExitUsage;
+  }
+  if (a.policy == "gain") {
+    a.req.set_policy(v1::GAIN);
+  } else if (a.policy == "no-regression") {
+    a.req.set_policy(v1::NO_REGRESSION);
+  } else if (!a.policy.empty()) {
+    std::cerr << "densegate submit: --policy must be gain or no-regression\n";
+    return kExitUsage;
+  }
+  for (const std::string& text : a.claims) {
+    std::vector<std::string> parts = absl::StrSplit(text, ">=");
+    double v;
+    if (parts.size() != 2 || !absl::SimpleAtod(absl::StripSuffix(parts[1], "x"), &v)) {
+      std::cerr << "densegate submit: --claim expects METRIC>=SPEEDUP, got \"" << text << "\"\n";
+      return kExitUsage;
+    }
+    v1::Claim* c = a.req.add_claims();
+    c->set_metric(parts[0]);
+    c->set_min_speedup(v);
+  }
+  char real[PATH_MAX];
+  if (realpath(a.req.repo().c_str(), real) != nullptr) a.req.set_repo(real);
+  auto stub = Stub(a.client);
+  grpc::ClientContext ctx;
+  Attach(a.client, &ctx);
+  v1::SubmitResponse resp;
+  if (grpc::Status s = stub->Submit(&ctx, a.req, &resp); !s.ok()) return Fail("submit", s);
+  if (a.client.json && !a.wait) {
+    std::cout << Json(resp) << "\n";
+  } else {
+    std::cerr << (resp.deduplicated() ? "already submitted: " : "submitted: ")
+              << resp.evaluation().id() << "\n";
+    if (!a.wait) std::cout << resp.evaluation().id() << "\n";
+  }
+  return a.wait ? Watch(a.client, resp.evaluation().id()) : 0;
+}
+
+}  // namespace
+
+void AddClientCommands(CLI::App& app, int* exit_code) {
+  auto* sub = new SubmitArgs;
+  CLI::App* cmd = app.add_subcommand("submit", "Queue a candidate with the scheduler.");
+  AddClientFlags(cmd, &sub->client);
+  sub->req.set_repo(".");
+  cmd->add_option("--repo", *sub->req.mutable_repo(), "repository path")->capture_default_str();
+  cmd->add_option("--baseline", *sub->req.mutable_baseline_ref(), "baseline ref")->required();
+  cmd->add_option("--candidate", *sub->req.mutable_candidate_ref(), "candidate ref")->required();
+  cmd->add_option("--branch", *sub->req.mutable_target_branch(), "branch to merge into if accepted");
+  cmd->add_option("--kind", sub->kind, "ci or experiment")->capture_default_str();
+  cmd->add_option("--policy", sub->policy, "gain or no-regression (default: by kind)");
+  cmd->add_option("--claim", sub->claims, "METRIC>=SPEEDUP, repeatable");
+  cmd->add_option("--hypothesis", *sub->req.mutable_hypothesis(), "what you expect and why");
+  cmd->add_option("--campaign", *sub->req.mutable_campaign(), "groups an agent's experiments");
+  cmd->add_option("--priority", [sub](const CLI::results_t& r) {
+    int p = 0;
+    bool ok = absl::SimpleAtoi(r[0], &p);
+    sub->req.set_priority(p);
+    return ok;
+  }, "higher runs first within a kind");
+  cmd->add_flag("--wait", sub->wait, "stream progress and exit with the verdict's code");
+  cmd->callback([sub, exit_code] { *exit_code = Submit(*sub); });
+
+  struct IdArgs {
+    ClientArgs client;
+    std::string id;
+    std::string reason;
+  };
+  auto* status = new IdArgs;
+  cmd = app.add_subcommand("status", "Show one evaluation.");
+  AddClientFlags(cmd, &status->client);
+  cmd->add_option("id", status->id, "evaluation id")->required();
+  cmd->callback([status, exit_code] {
+    auto stub = Stub(status->client);
+    grpc::ClientContext ctx;
+    Attach(status->client, &ctx);
+    v1::GetEvaluationRequest req;
+    req.set_id(status->id);
+    v1::Evaluation e;
+    if (grpc::Status s = stub->GetEvaluation(&ctx, req, &e); !s.ok()) {
+      *exit_code = Fail("status", s);
+      return;
+    }
+    if (status->client.json) {
+      std::cout << Json(e) << "\n";
+    } else {
+      PrintEvaluation(e);
+    }
+    *exit_code = 0;
+  });
+
+  auto* watch = new IdArgs;
+  cmd = app.add_subcommand("watch", "Follow an evaluation until it ends; exits with its code.");
+  AddClientFlags(cmd, &watch->client);
+  cmd->add_option("id", watch->id, "evaluation id")->required();
+  cmd->callback([watch, exit_code] { *exit_code = Watch(watch->client, watch->id); });
+
+  auto* cancel = new IdArgs;
+  cmd = app.add_subcommand("cancel", "Cancel a queued or running evaluation.");
+  AddClientFlags(cmd, &cancel->client);
+  cmd->add_option("id", cancel->id, "evaluation id")->required();
+  cmd->add_option("--reason", cancel->reason, "recorded in the audit log");
+  cmd->callback([cancel, exit_code] {
+    auto stub = Stub(cancel->client);
+    grpc::ClientContext ctx;
+    Attach(cancel->client, &ctx);
+    v1::CancelEvaluationRequest req;
+    req.set_id(cancel->id);
+    req.set_reason(cancel->reason);
+    v1::Evaluation e;
+    if (grpc::Status s = stub->CancelEvaluation(&ctx, req, &e); !s.ok()) {
+      *exit_code = Fail("cancel", s);
+      return;
+    }
+    if (cancel->client.json) {
+      std::cout << Json(e) << "\n";
+    } else {
+      PrintEvaluation(e);
+    }
+    *exit_code = 0;
+  });
+
+  struct ListArgs {
+    ClientArgs client;
+    std::string state, kind, repo;
+  };
+  auto* list = new ListArgs;
+  cmd = app.add_subcommand("list", "List evaluations, newest first.");
+  AddClientFlags(cmd, &list->client);
+  cmd->add_option("--state", list->state, "queued, running, finished, cancelled or dead");
+  cmd->add_option("--kind", list->kind, "ci or experiment");
+  cmd->add_option("--repo", list->repo, "repository path");
+  cmd->callback([list, exit_code] {
+    v1::ListEvaluationsRequest req;
+    if (!list->state.empty()) {
+      v1::EvaluationState st;
+      if (!v1::EvaluationState_Parse(absl::AsciiStrToUpper(list->state), &st)) {
+        std::cerr << "densegate list: unknown --state " << list->state << "\n";
+        *exit_code = kExitUsage;
+        return;
+      }
+      req.add_states(st);
+    }
+    if (list->kind == "ci") req.set_kind(v1::CI);
+    if (list->kind == "experiment") req.set_kind(v1::EXPERIMENT);
+    req.set_repo(list->repo);
+    auto stub = Stub(list->client);
+    grpc::ClientContext ctx;
+    Attach(list->client, &ctx);
+    v1::ListEvaluationsResponse resp;
+    if (grpc::Status s = stub->ListEvaluations(&ctx, req, &resp); !s.ok()) {
+      *exit_code = Fail("list", s);
+      return;
+    }
+    if (list->client.json) {
+      std::cout << Json(resp) << "\n";
+    } else {
+      for (const auto& e : resp.evaluations()) PrintEvaluation(e);
+    }
+    *exit_code = 0;
+  });
+}
+
+}  // namespace densegate::cli

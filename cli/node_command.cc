@@ -1,0 +1,64 @@
+// `densegate node`: a node worker pulling evaluations from the scheduler.
+#include <cstdlib>
+#include <iostream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "cli/build_info.h"
+#include "cli/command.h"
+#include "harness/node/node_worker.h"
+
+namespace densegate::cli {
+namespace {
+
+struct NodeArgs {
+  harness::NodeWorkerOptions options;
+  std::string cpus;
+};
+
+int RunNode(NodeArgs& a) {
+  if (a.options.token.empty()) {
+    if (const char* t = std::getenv("DENSEGATE_TOKEN")) a.options.token = t;
+  }
+  for (absl::string_view c : absl::StrSplit(a.cpus, ',', absl::SkipEmpty())) {
+    int id;
+    if (!absl::SimpleAtoi(c, &id) || id < 0) {
+      std::cerr << "densegate node: --cpus expects a list like 0,1, got \"" << a.cpus << "\"\n";
+      return kExitUsage;
+    }
+    a.options.cpus.push_back(id);
+  }
+  a.options.software_version = absl::StrCat(kVersion, "+", kGitCommit);
+  std::unique_ptr<harness::ProcessLauncher> launcher = harness::NewSandboxLauncher();
+  harness::NodeWorker worker(a.options, launcher.get());
+  absl::Status s = worker.Run();
+  if (!s.ok()) {
+    std::cerr << "densegate node: " << s.message() << "\n";
+    return s.code() == absl::StatusCode::kUnauthenticated ||
+                   s.code() == absl::StatusCode::kPermissionDenied
+               ? kExitUsage
+               : kExitInfrastructure;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddNodeCommand(CLI::App& app, int* exit_code) {
+  auto* args = new NodeArgs;
+  if (const char* s = std::getenv("DENSEGATE_SERVER")) args->options.server = s;
+  CLI::App* cmd = app.add_subcommand("node", "Run a node worker: pull evaluations and run them.");
+  cmd->add_option("--server", args->options.server, "scheduler address ($DENSEGATE_SERVER)")
+      ->capture_default_str();
+  cmd->add_option("--token", args->options.token, "node token ($DENSEGATE_TOKEN)");
+  cmd->add_option("--name", args->options.name, "node name (default: host name)");
+  cmd->add_option("--workspace", args->options.workspace_root,
+                  "worktrees and build caches (default ~/.cache/densegate/workspace)");
+  cmd->add_option("--cpus", args->cpus, "pin measured processes to these CPUs, e.g. 0,1");
+  cmd->add_option("--max_jobs", args->options.max_jobs, "exit after this many jobs (0: never)")
+      ->capture_default_str();
+  cmd->callback([args, exit_code] { *exit_code = RunNode(*args); });
+}
+
+}  // namespace densegate::cli

@@ -1,0 +1,94 @@
+// `densegate serve`: the scheduler (gRPC) on one address, over the store.
+#include <csignal>
+#include <fstream>
+#include <iostream>
+
+#include "absl/synchronization/notification.h"
+#include "cli/command.h"
+#include "cli/store_flag.h"
+#include "scheduler/server.h"
+
+namespace densegate::cli {
+namespace {
+
+struct ServeArgs {
+  std::string address = "127.0.0.1:7433";
+  std::string db;
+  std::string tokens;
+  std::string port_file;
+  int lease_s = 60;
+  int heartbeat_s = 10;
+  int max_attempts = 3;
+  double max_noise = 0.05;
+};
+
+absl::Notification* g_stop = nullptr;
+
+void OnSignal(int) {
+  if (g_stop != nullptr && !g_stop->HasBeenNotified()) g_stop->Notify();
+}
+
+int Serve(const ServeArgs& a) {
+  absl::StatusOr<std::unique_ptr<results::Store>> store = OpenStoreFromFlag(a.db, true);
+  if (!store.ok()) {
+    std::cerr << "densegate serve: " << store.status().message() << "\n";
+    return kExitUsage;
+  }
+  scheduler::ServerOptions o;
+  o.address = a.address;
+  o.tokens_file = a.tokens;
+  o.scheduler.lease_duration = absl::Seconds(a.lease_s);
+  o.scheduler.heartbeat_interval_s = a.heartbeat_s;
+  o.scheduler.max_attempts = a.max_attempts;
+  o.scheduler.max_calibration_noise = a.max_noise;
+  absl::StatusOr<std::unique_ptr<scheduler::SchedulerServer>> server =
+      scheduler::SchedulerServer::Start(o, std::move(*store));
+  if (!server.ok()) {
+    std::cerr << "densegate serve: " << server.status().message() << "\n";
+    return server.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage
+                                                                        : kExitInfrastructure;
+  }
+  std::cerr << "densegate serve: listening on port " << (*server)->port() << " (store "
+            << a.db << ")\n";
+  if (!a.port_file.empty()) {
+    // Written whole, then renamed: a reader never sees a partial number.
+    std::string tmp = a.port_file + ".tmp";
+    std::ofstream(tmp) << (*server)->port() << "\n";
+    std::rename(tmp.c_str(), a.port_file.c_str());
+  }
+  absl::Notification stop;
+  g_stop = &stop;
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  stop.WaitForNotification();
+  std::cerr << "densegate serve: shutting down\n";
+  (*server)->Shutdown();
+  return 0;
+}
+
+}  // namespace
+
+void AddServeCommand(CLI::App& app, int* exit_code) {
+  auto* args = new ServeArgs;
+  CLI::App* cmd = app.add_subcommand("serve", "Run the scheduler: gRPC API for CI, agents and nodes.");
+  cmd->add_option("--address", args->address, "host:port to listen on (port 0: any free port)")
+      ->capture_default_str();
+  AddDbFlag(cmd, &args->db);
+  cmd->add_option("--tokens", args->tokens,
+                  "tokens file (ROLE TOKEN [PRINCIPAL] per line); without it only loopback "
+                  "addresses are allowed and every caller is admin");
+  cmd->add_option("--port_file", args->port_file, "write the bound port to this file");
+  cmd->add_option("--lease_s", args->lease_s, "lease lifetime without heartbeats")
+      ->capture_default_str();
+  cmd->add_option("--heartbeat_s", args->heartbeat_s, "node heartbeat interval")
+      ->capture_default_str();
+  cmd->add_option("--max_attempts", args->max_attempts,
+                  "infrastructure failures before an evaluation is DEAD")
+      ->capture_default_str();
+  cmd->add_option("--max_calibration_noise", args->max_noise,
+                  "nodes whose A/A noise (CV) exceeds this are quarantined")
+      ->capture_default_str();
+  cmd->callback([args, exit_code] { *exit_code = Serve(*args); });
+}
+
+}  // namespace densegate::cli

@@ -1,0 +1,308 @@
+#include "harness/node/node_worker.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "grpcpp/grpcpp.h"
+#include "harness/evaluator.h"
+
+namespace densegate::harness {
+namespace {
+
+absl::Status FromGrpc(const grpc::Status& s, const std::string& what) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      absl::StrCat(what, ": ", s.error_message()));
+}
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (absl::StartsWith(line, "model name")) {
+      size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "unknown";
+}
+
+int64_t MemoryBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  in >> key >> kb;
+  return kb * 1024;
+}
+
+// Stage events and progress go to the scheduler as they happen; cancellation
+// comes back from the heartbeat thread.
+class StreamingListener : public EvalListener {
+ public:
+  StreamingListener(grpc::ClientWriter<v1::NodeReport>* writer, std::string node_id,
+                    std::string lease_id, std::atomic<bool>* cancel)
+      : writer_(writer), node_id_(std::move(node_id)), lease_id_(std::move(lease_id)),
+        cancel_(cancel) {}
+
+  void OnStage(const v1::Stage& stage) override {
+    if (stage.status() == v1::STAGE_RUNNING) return;  // Recorded when it ends.
+    v1::NodeReport r = Report();
+    *r.mutable_stage() = stage;
+    Write(r);
+  }
+  void OnProgress(const v1::Progress& progress) override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      latest_ = progress;
+    }
+    v1::NodeReport r = Report();
+    *r.mutable_progress() = progress;
+    Write(r);
+  }
+  bool Cancelled() override { return cancel_->load(); }
+
+  v1::Progress Latest() {
+    std::lock_guard<std::mutex> l(mu_);
+    return latest_;
+  }
+  void WriteSample(const v1::Sample& s) {
+    v1::NodeReport r = Report();
+    *r.mutable_sample() = s;
+    r.mutable_sample()->set_id(0);
+    Write(r);
+  }
+
+ private:
+  v1::NodeReport Report() const {
+    v1::NodeReport r;
+    r.set_node_id(node_id_);
+    r.set_lease_id(lease_id_);
+    return r;
+  }
+  void Write(const v1::NodeReport& r) {
+    std::lock_guard<std::mutex> l(write_mu_);
+    writer_->Write(r);
+  }
+
+  grpc::ClientWriter<v1::NodeReport>* writer_;
+  std::string node_id_, lease_id_;
+  std::atomic<bool>* cancel_;
+  std::mutex mu_, write_mu_;
+  v1::Progress latest_;
+};
+
+}  // namespace
+
+v1::NodeDimensions DetectDimensions(const std::vector<int>& cpus) {
+  v1::NodeDimensions d;
+  d.set_accelerator_kind("cpu");
+  d.set_cpu_model(CpuModel());
+  const int cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  d.set_cpu_cores(cpus.empty() ? cores : static_cast<int>(cpus.size()));
+  d.set_memory_bytes(MemoryBytes());
+  utsname u{};
+  uname(&u);
+  d.set_fingerprint(absl::StrFormat(
+      "%016x", std::hash<std::string>{}(absl::StrCat(d.cpu_model(), "|", u.release, "|",
+                                                     u.machine, "|gcc-" __VERSION__))));
+  return d;
+}
+
+double MeasureCalibrationNoise(int runs) {
+  // A fixed mix of arithmetic and memory traffic, like the benchmarks
+  // (~20 ms per run).
+  std::vector<double> a(1 << 21, 1.0);
+  std::vector<double> t;
+  volatile double sink = 0;
+  for (int r = 0; r < runs + 2; ++r) {
+    auto start = std::chrono::steady_clock::now();
+    double acc = 0;
+    for (int pass = 0; pass < 6; ++pass) {
+      for (size_t i = 0; i < a.size(); ++i) {
+        a[i] = a[i] * 0.999999 + 1e-6;
+        acc += a[i];
+      }
+    }
+    sink = sink + acc;
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (r >= 2) t.push_back(s);  // The first two warm up caches and clocks.
+  }
+  // Robust coefficient of variation: 1.4826 * MAD / median, so that one
+  // preempted run does not quarantine a node, while sustained noise does.
+  std::sort(t.begin(), t.end());
+  const double median = t[t.size() / 2];
+  std::vector<double> dev;
+  for (double x : t) dev.push_back(std::abs(x - median));
+  std::sort(dev.begin(), dev.end());
+  return 1.4826 * dev[dev.size() / 2] / median;
+}
+
+NodeWorker::NodeWorker(NodeWorkerOptions options, ProcessLauncher* launcher)
+    : options_(std::move(options)), launcher_(launcher) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(16 << 20);
+  stub_ = v1::NodeService::NewStub(
+      grpc::CreateCustomChannel(options_.server, grpc::InsecureChannelCredentials(), args));
+  if (options_.name.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    options_.name = host;
+  }
+}
+
+NodeWorker::~NodeWorker() = default;
+
+void NodeWorker::Attach(grpc::ClientContext* ctx) const {
+  if (!options_.token.empty()) ctx->AddMetadata("authorization", "Bearer " + options_.token);
+}
+
+absl::Status NodeWorker::Run() {
+  v1::RegisterNodeRequest reg;
+  reg.set_name(options_.name);
+  *reg.mutable_dimensions() = DetectDimensions(options_.cpus);
+  v1::RegisterNodeResponse registered;
+  {
+    grpc::ClientContext ctx;
+    Attach(&ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    ctx.set_wait_for_ready(true);
+    if (auto s = FromGrpc(stub_->RegisterNode(&ctx, reg, &registered), "register");
+        !s.ok()) {
+      return s;
+    }
+  }
+  node_id_ = registered.node_id();
+  heartbeat_interval_s_ = std::max(1, registered.heartbeat_interval_s());
+  int jobs = 0;
+  int failures = 0;
+  while (!stop_) {
+    v1::SynchronizeRequest req;
+    req.set_node_id(node_id_);
+    req.set_wait_s(5);
+    v1::SynchronizeResponse resp;
+    grpc::ClientContext ctx;
+    Attach(&ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    ctx.set_wait_for_ready(true);
+    grpc::Status s = stub_->Synchronize(&ctx, req, &resp);
+    if (!s.ok()) {
+      // The scheduler may be restarting: retry for a while.
+      if (++failures > 30) return FromGrpc(s, "synchronize");
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      continue;
+    }
+    failures = 0;
+    if (!resp.has_lease()) continue;
+    if (auto st = RunLease(resp.lease()); !st.ok()) return st;
+    if (options_.max_jobs > 0 && ++jobs >= options_.max_jobs) break;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NodeWorker::RunLease(const v1::Lease& lease) {
+  v1::FinishLeaseRequest finish;
+  finish.set_node_id(node_id_);
+  finish.set_lease_id(lease.id());
+  if (lease.job_kind() == v1::CALIBRATION) {
+    finish.set_calibration_noise(MeasureCalibrationNoise(15));
+  } else {
+    std::atomic<bool> cancel{false};
+    grpc::ClientContext stream_ctx;
+    Attach(&stream_ctx);
+    v1::ReportStreamResponse stream_resp;
+    std::unique_ptr<grpc::ClientWriter<v1::NodeReport>> writer =
+        stub_->ReportStream(&stream_ctx, &stream_resp);
+    StreamingListener listener(writer.get(), node_id_, lease.id(), &cancel);
+    // Heartbeats renew the lease while the evaluation runs.
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::thread heartbeat([&] {
+      std::unique_lock<std::mutex> l(mu);
+      while (!cv.wait_for(l, std::chrono::seconds(heartbeat_interval_s_), [&] { return done; })) {
+        l.unlock();
+        v1::HeartbeatRequest hb;
+        hb.set_node_id(node_id_);
+        hb.set_lease_id(lease.id());
+        *hb.mutable_progress() = listener.Latest();
+        v1::HeartbeatResponse r;
+        grpc::ClientContext ctx;
+        Attach(&ctx);
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+        if (stub_->Heartbeat(&ctx, hb, &r).ok() && r.cancel()) cancel = true;
+        l.lock();
+      }
+    });
+    const v1::Candidate& c = lease.evaluation().candidate();
+    EvalRequest request;
+    request.repo = c.repo();
+    request.baseline_ref = c.baseline_sha();
+    request.candidate_ref = c.candidate_sha();
+    request.policy = c.policy();
+    request.claims.assign(c.claims().begin(), c.claims().end());
+    request.protected_path_override = c.protected_path_override();
+    request.override_reason = c.override_reason();
+    request.seed = std::hash<std::string>{}(lease.id());
+    EvaluatorOptions eo;
+    eo.workspace_root = options_.workspace_root;
+    eo.node_id = node_id_;
+    eo.node_fingerprint = DetectDimensions(options_.cpus).fingerprint();
+    eo.software_version = options_.software_version;
+    eo.cpus = options_.cpus;
+    Evaluator evaluator(eo, launcher_);
+    absl::StatusOr<EvalOutcome> outcome = evaluator.Evaluate(request, &listener);
+    {
+      std::lock_guard<std::mutex> l(mu);
+      done = true;
+    }
+    cv.notify_all();
+    heartbeat.join();
+    if (outcome.ok() && outcome->infrastructure_error.ok()) {
+      for (const v1::Sample& s : outcome->samples) listener.WriteSample(s);
+    }
+    writer->WritesDone();
+    grpc::Status stream_status = writer->Finish();
+    if (cancel) return absl::OkStatus();  // The scheduler dropped the lease.
+    if (!outcome.ok()) {
+      // Bad refs or manifest surfaced only now: not retryable elsewhere
+      // either, but it is not the candidate's verdict; report it.
+      finish.set_infrastructure_error(std::string(outcome.status().message()));
+    } else if (!outcome->infrastructure_error.ok()) {
+      finish.set_infrastructure_error(std::string(outcome->infrastructure_error.message()));
+    } else if (!stream_status.ok()) {
+      finish.set_infrastructure_error("stage and sample stream failed: " +
+                                      stream_status.error_message());
+    } else {
+      *finish.mutable_verdict() = outcome->verdict;
+    }
+  }
+  v1::FinishLeaseResponse done_resp;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    grpc::ClientContext ctx;
+    Attach(&ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    ctx.set_wait_for_ready(true);
+    grpc::Status s = stub_->FinishLease(&ctx, finish, &done_resp);
+    if (s.ok() || s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+      // FAILED_PRECONDITION: the lease expired or was cancelled meanwhile;
+      // the job was requeued or dropped, and this result must not count.
+      return absl::OkStatus();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  return absl::UnavailableError("cannot finish lease " + lease.id() + ": scheduler unreachable");
+}
+
+}  // namespace densegate::harness

@@ -1,0 +1,496 @@
+#include "scheduler/scheduler.h"
+
+#include <sys/stat.h>
+
+#include <functional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "google/protobuf/util/time_util.h"
+#include "harness/workspace/git.h"
+#include "proto/manifest.h"
+
+namespace densegate::scheduler {
+namespace {
+
+using grpc::ServerContext;
+using grpc::Status;
+using grpc::StatusCode;
+
+Status Invalid(const std::string& message) {
+  return Status(StatusCode::INVALID_ARGUMENT, message);
+}
+
+bool Terminal(v1::EvaluationState s) {
+  return s == v1::FINISHED || s == v1::CANCELLED || s == v1::DEAD;
+}
+
+google::protobuf::Timestamp Now() {
+  return google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
+}
+
+std::string Hex(const std::string& text) {
+  return absl::StrFormat("%016x", std::hash<std::string>{}(text));
+}
+
+}  // namespace
+
+Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return Status::OK;
+  return Status(static_cast<StatusCode>(s.code()), std::string(s.message()));
+}
+
+// ---------------------------------------------------------------------------
+// Client service.
+
+class Scheduler::ClientService final : public v1::Densegate::Service {
+ public:
+  explicit ClientService(Scheduler* s) : s_(s), git_(s->launcher_) {}
+
+  Status Submit(ServerContext* ctx, const v1::SubmitRequest* req,
+                v1::SubmitResponse* resp) override {
+    Principal who;
+    if (Status st = s_->auth_.Authorize(ctx, {Role::kCi, Role::kAgent}, &who); !st.ok()) return st;
+    if (req->repo().empty()) return Invalid("repo is required");
+    if (req->baseline_ref().empty()) return Invalid("baseline_ref is required");
+    if (req->candidate_ref().empty()) return Invalid("candidate_ref is required");
+    if (req->kind() != v1::CI && req->kind() != v1::EXPERIMENT) {
+      return Invalid("kind must be CI or EXPERIMENT");
+    }
+    if (req->claims_size() > 64 || req->hypothesis().size() > 16384) {
+      return Invalid("too many claims or a hypothesis over 16 KiB");
+    }
+    for (const v1::Claim& c : req->claims()) {
+      if (c.metric().empty() || !(c.min_speedup() > 0)) {
+        return Invalid("each claim needs a metric and a min_speedup > 0");
+      }
+    }
+    if (who.role == Role::kAgent && req->kind() != v1::EXPERIMENT) {
+      return Status(StatusCode::PERMISSION_DENIED, "an agent token submits experiments only");
+    }
+    if (req->protected_path_override() && who.role != Role::kAdmin) {
+      return Status(StatusCode::PERMISSION_DENIED,
+                    "only an admin token may override protected paths");
+    }
+    struct stat st;
+    if (::stat(req->repo().c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return Status(StatusCode::NOT_FOUND, "repository path does not exist: " + req->repo());
+    }
+    absl::StatusOr<std::string> base = git_.ResolveCommit(req->repo(), req->baseline_ref());
+    if (!base.ok()) return ToGrpc(base.status());
+    absl::StatusOr<std::string> cand = git_.ResolveCommit(req->repo(), req->candidate_ref());
+    if (!cand.ok()) return ToGrpc(cand.status());
+    absl::StatusOr<std::string> manifest =
+        git_.ShowFile(req->repo(), *base, kManifestFileName);
+    if (!manifest.ok()) {
+      return Status(StatusCode::FAILED_PRECONDITION,
+                    absl::StrFormat("the baseline commit %s has no %s", base->substr(0, 12),
+                                    kManifestFileName));
+    }
+    std::vector<ManifestError> errors;
+    if (!ParseManifest(*manifest, &errors).ok()) {
+      return Status(StatusCode::FAILED_PRECONDITION,
+                    "the baseline's manifest is invalid: " +
+                        (errors.empty() ? std::string("parse error") : errors[0].ToString()));
+    }
+    if (req->kind() == v1::EXPERIMENT) {
+      v1::ListEvaluationsRequest q;
+      q.add_states(v1::QUEUED);
+      q.set_kind(v1::EXPERIMENT);
+      q.set_submitter(who.name);
+      q.set_page_size(s_->options_.max_queued_experiments_per_submitter + 1);
+      absl::StatusOr<v1::ListEvaluationsResponse> queued = s_->store_->ListEvaluations(q);
+      if (!queued.ok()) return ToGrpc(queued.status());
+      if (queued->evaluations_size() >= s_->options_.max_queued_experiments_per_submitter) {
+        return Status(StatusCode::RESOURCE_EXHAUSTED,
+                      absl::StrFormat("%s already has %d experiments queued (the limit)",
+                                      who.name, queued->evaluations_size()));
+      }
+    }
+    results::SubmitParams p;
+    v1::Candidate& c = p.candidate;
+    const std::string manifest_hash = Hex(*manifest);
+    c.set_id(Hex(absl::StrCat(req->repo(), "\n", *base, "\n", *cand, "\n", manifest_hash)));
+    c.set_repo(req->repo());
+    c.set_target_branch(req->target_branch());
+    c.set_baseline_ref(req->baseline_ref());
+    c.set_baseline_sha(*base);
+    c.set_candidate_ref(req->candidate_ref());
+    c.set_candidate_sha(*cand);
+    c.set_kind(req->kind());
+    c.set_policy(req->policy());
+    *c.mutable_claims() = req->claims();
+    c.set_hypothesis(req->hypothesis());
+    c.set_campaign(req->campaign());
+    c.set_submitter(who.name);
+    c.set_protected_path_override(req->protected_path_override());
+    c.set_override_reason(req->override_reason());
+    c.set_manifest_hash(manifest_hash);
+    p.priority = req->priority();
+    p.max_attempts = s_->options_.max_attempts;
+    absl::StatusOr<results::SubmitResult> r = s_->store_->Submit(p);
+    if (!r.ok()) return ToGrpc(r.status());
+    *resp->mutable_evaluation() = r->evaluation;
+    resp->set_deduplicated(r->deduplicated);
+    s_->Notify();
+    return Status::OK;
+  }
+
+  Status GetEvaluation(ServerContext* ctx, const v1::GetEvaluationRequest* req,
+                       v1::Evaluation* resp) override {
+    Principal who;
+    if (Status st = Read(ctx, &who); !st.ok()) return st;
+    if (req->id().empty()) return Invalid("id is required");
+    absl::StatusOr<v1::Evaluation> e = s_->store_->GetEvaluation(req->id());
+    if (!e.ok()) return ToGrpc(e.status());
+    *resp = *e;
+    return Status::OK;
+  }
+
+  Status ListEvaluations(ServerContext* ctx, const v1::ListEvaluationsRequest* req,
+                         v1::ListEvaluationsResponse* resp) override {
+    Principal who;
+    if (Status st = Read(ctx, &who); !st.ok()) return st;
+    absl::StatusOr<v1::ListEvaluationsResponse> r = s_->store_->ListEvaluations(*req);
+    if (!r.ok()) return ToGrpc(r.status());
+    *resp = *r;
+    return Status::OK;
+  }
+
+  Status CancelEvaluation(ServerContext* ctx, const v1::CancelEvaluationRequest* req,
+                          v1::Evaluation* resp) override {
+    Principal who;
+    if (Status st = s_->auth_.Authorize(ctx, {Role::kCi, Role::kAgent}, &who); !st.ok()) {
+      return st;
+    }
+    if (req->id().empty()) return Invalid("id is required");
+    absl::StatusOr<v1::Evaluation> e = s_->store_->GetEvaluation(req->id());
+    if (!e.ok()) return ToGrpc(e.status());
+    if (who.role != Role::kAdmin && e->candidate().submitter() != who.name) {
+      return Status(StatusCode::PERMISSION_DENIED,
+                    "only the submitter or an admin may cancel this evaluation");
+    }
+    absl::StatusOr<v1::Evaluation> c =
+        s_->store_->CancelEvaluation(req->id(), who.name, req->reason());
+    if (!c.ok()) return ToGrpc(c.status());
+    *resp = *c;
+    s_->Notify();
+    return Status::OK;
+  }
+
+  Status WatchEvaluation(ServerContext* ctx, const v1::WatchEvaluationRequest* req,
+                         grpc::ServerWriter<v1::EvaluationEvent>* writer) override {
+    Principal who;
+    if (Status st = Read(ctx, &who); !st.ok()) return st;
+    if (req->id().empty()) return Invalid("id is required");
+    int64_t sent = req->after_sequence();
+    v1::EvaluationState last_state = v1::EVALUATION_STATE_UNSPECIFIED;
+    std::string last_progress;
+    while (!ctx->IsCancelled()) {
+      absl::StatusOr<v1::Evaluation> e = s_->store_->GetEvaluation(req->id());
+      if (!e.ok()) return ToGrpc(e.status());
+      absl::StatusOr<std::vector<results::StageRecord>> stages =
+          s_->store_->ListStages(req->id());
+      if (!stages.ok()) return ToGrpc(stages.status());
+      auto event = [&](int64_t seq) {
+        v1::EvaluationEvent ev;
+        ev.set_evaluation_id(req->id());
+        ev.set_sequence(seq);
+        *ev.mutable_time() = Now();
+        return ev;
+      };
+      // Stage records are the replayable events: sequence = their index.
+      for (int64_t i = sent; i < static_cast<int64_t>(stages->size()); ++i) {
+        v1::EvaluationEvent ev = event(i + 1);
+        *ev.mutable_stage() = (*stages)[i].stage;
+        if (!writer->Write(ev)) return Status::OK;
+      }
+      sent = std::max<int64_t>(sent, stages->size());
+      if (e->state() != last_state) {
+        last_state = e->state();
+        v1::EvaluationEvent ev = event(sent);
+        ev.set_state(last_state);
+        if (!writer->Write(ev)) return Status::OK;
+      }
+      if (Terminal(e->state())) {
+        if (e->has_verdict()) {
+          v1::EvaluationEvent ev = event(sent);
+          *ev.mutable_verdict() = e->verdict();
+          writer->Write(ev);
+        }
+        return Status::OK;
+      }
+      {
+        absl::MutexLock l(&s_->mu_);
+        auto it = s_->progress_.find(req->id());
+        if (it != s_->progress_.end() && it->second.SerializeAsString() != last_progress) {
+          last_progress = it->second.SerializeAsString();
+          v1::EvaluationEvent ev = event(sent);
+          *ev.mutable_progress() = it->second;
+          if (!writer->Write(ev)) return Status::OK;
+        }
+      }
+      if (!s_->WaitForChange(absl::Now() + absl::Seconds(1))) {
+        return Status(StatusCode::UNAVAILABLE, "the scheduler is shutting down");
+      }
+    }
+    return Status::OK;
+  }
+
+  Status ListNodes(ServerContext* ctx, const v1::ListNodesRequest* req,
+                   v1::ListNodesResponse* resp) override {
+    Principal who;
+    if (Status st = Read(ctx, &who); !st.ok()) return st;
+    std::vector<v1::NodeState> states;
+    for (int st : req->states()) states.push_back(static_cast<v1::NodeState>(st));
+    absl::StatusOr<std::vector<v1::Node>> nodes = s_->store_->ListNodes(states);
+    if (!nodes.ok()) return ToGrpc(nodes.status());
+    for (v1::Node& n : *nodes) *resp->add_nodes() = std::move(n);
+    return Status::OK;
+  }
+
+ private:
+  Status Read(ServerContext* ctx, Principal* who) {
+    return s_->auth_.Authorize(ctx, {Role::kCi, Role::kAgent, Role::kViewer}, who);
+  }
+
+  Scheduler* s_;
+  harness::Git git_;
+};
+
+// ---------------------------------------------------------------------------
+// Node service.
+
+class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
+ public:
+  explicit NodeServiceImpl(Scheduler* s) : s_(s) {}
+
+  Status RegisterNode(ServerContext* ctx, const v1::RegisterNodeRequest* req,
+                      v1::RegisterNodeResponse* resp) override {
+    Principal who;
+    if (Status st = s_->auth_.Authorize(ctx, {Role::kNode}, &who); !st.ok()) return st;
+    if (req->name().empty()) return Invalid("name is required");
+    if (req->dimensions().fingerprint().empty()) return Invalid("dimensions.fingerprint is required");
+    absl::StatusOr<v1::Node> node = s_->store_->RegisterNode(req->name(), req->dimensions());
+    if (!node.ok()) return ToGrpc(node.status());
+    if (node->state() == v1::CALIBRATING) {
+      // A new (or changed) node measures its own noise before gate work.
+      absl::StatusOr<int64_t> job = s_->store_->EnqueueCalibration(node->id(), s_->options_.max_attempts);
+      if (!job.ok() && job.status().code() != absl::StatusCode::kAlreadyExists) {
+        return ToGrpc(job.status());
+      }
+    }
+    resp->set_node_id(node->id());
+    resp->set_heartbeat_interval_s(s_->options_.heartbeat_interval_s);
+    return Status::OK;
+  }
+
+  Status Synchronize(ServerContext* ctx, const v1::SynchronizeRequest* req,
+                     v1::SynchronizeResponse* resp) override {
+    Principal who;
+    if (Status st = s_->auth_.Authorize(ctx, {Role::kNode}, &who); !st.ok()) return st;
+    if (req->node_id().empty()) return Invalid("node_id is required");
+    const absl::Duration wait =
+        std::min(absl::Seconds(std::max(0, req->wait_s())), s_->options_.max_sync_wait);
+    const absl::Time deadline = absl::Now() + wait;
+    while (true) {
+      absl::StatusOr<v1::Node> node = s_->store_->GetNode(req->node_id());
+      if (!node.ok()) return ToGrpc(node.status());
+      if (node->state() == v1::QUARANTINED && s_->RecalibrationDue(node->id())) {
+        // A quarantined node measures itself again now and then; it gets
+        // gate work back once its noise is within the budget.
+        absl::StatusOr<int64_t> job =
+            s_->store_->EnqueueCalibration(node->id(), s_->options_.max_attempts);
+        if (!job.ok() && job.status().code() != absl::StatusCode::kAlreadyExists) {
+          return ToGrpc(job.status());
+        }
+        node->set_state(v1::CALIBRATING);
+      }
+      if (node->state() == v1::ACTIVE || node->state() == v1::CALIBRATING) {
+        results::ClaimRequest claim;
+        claim.node_id = node->id();
+        claim.dimensions = node->dimensions();
+        claim.max_jobs = 1;
+        claim.lease_duration = s_->options_.lease_duration;
+        absl::StatusOr<std::vector<v1::Lease>> leases = s_->store_->ClaimJobs(claim);
+        if (!leases.ok()) return ToGrpc(leases.status());
+        if (!leases->empty()) {
+          v1::Lease& lease = leases->front();
+          if (node->state() == v1::CALIBRATING && lease.job_kind() != v1::CALIBRATION) {
+            // Calibration runs first; an uncalibrated node gets no gate work.
+            (void)s_->store_->FailLease({lease.id(), node->id()}, "node not calibrated yet");
+          } else {
+            lease.set_heartbeat_interval_s(s_->options_.heartbeat_interval_s);
+            if (lease.job_kind() == v1::EVALUATION) {
+              absl::MutexLock l(&s_->mu_);
+              s_->evaluation_of_lease_[lease.id()] = lease.evaluation().id();
+            }
+            *resp->mutable_lease() = lease;
+            return Status::OK;
+          }
+        }
+      }
+      if (ctx->IsCancelled() || absl::Now() >= deadline) return Status::OK;
+      if (!s_->WaitForChange(deadline)) return Status::OK;
+    }
+  }
+
+  Status Heartbeat(ServerContext* ctx, const v1::HeartbeatRequest* req,
+                   v1::HeartbeatResponse* resp) override {
+    Principal who;
+    if (Status st = s_->auth_.Authorize(ctx, {Role::kNode}, &who); !st.ok()) return st;
+    if (req->node_id().empty()) return Invalid("node_id is required");
+    if (req->lease_id().empty()) {
+      return ToGrpc(s_->store_->RecordNodeHeartbeat(req->node_id()));
+    }
+    absl::StatusOr<results::LeaseRenewal> r =
+        s_->store_->RenewLease({req->lease_id(), req->node_id()}, s_->options_.lease_duration);
+    if (!r.ok()) return ToGrpc(r.status());
+    resp->set_cancel(r->cancel);
+    resp->set_cancel_reason(r->cancel_reason);
+    if (!r->cancel) {
+      *resp->mutable_lease_expires_at() =
+          google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(r->expires_at));
+    }
+    if (req->has_progress()) s_->RecordProgress(req->lease_id(), req->progress());
+    return Status::OK;
+  }
+
+  Status ReportStream(ServerContext* ctx, grpc::ServerReader<v1::NodeReport>* reader,
+                      v1::ReportStreamResponse* resp) override {
+    Principal who;
+    if (Status st = s_->auth_.Authorize(ctx, {Role::kNode}, &who); !st.ok()) return st;
+    v1::NodeReport report;
+    int64_t accepted = 0;
+    while (reader->Read(&report)) {
+      results::LeaseRef lease{report.lease_id(), report.node_id()};
+      absl::Status st;
+      switch (report.report_case()) {
+        case v1::NodeReport::kStage:
+          st = s_->store_->RecordStage(lease, report.stage());
+          break;
+        case v1::NodeReport::kProgress:
+          s_->RecordProgress(report.lease_id(), report.progress());
+          break;
+        case v1::NodeReport::kSample: {
+          absl::StatusOr<std::vector<int64_t>> ids =
+              s_->store_->AppendSamples(lease, {report.sample()});
+          st = ids.status();
+          if (ids.ok()) {
+            absl::MutexLock l(&s_->mu_);
+            auto& v = s_->lease_samples_[report.lease_id()];
+            v.insert(v.end(), ids->begin(), ids->end());
+          }
+          break;
+        }
+        default:
+          st = absl::InvalidArgumentError("empty report");
+      }
+      if (!st.ok()) return ToGrpc(st);
+      ++accepted;
+      s_->Notify();
+    }
+    resp->set_accepted(accepted);
+    return Status::OK;
+  }
+
+  Status FinishLease(ServerContext* ctx, const v1::FinishLeaseRequest* req,
+                     v1::FinishLeaseResponse*) override {
+    Principal who;
+    if (Status st = s_->auth_.Authorize(ctx, {Role::kNode}, &who); !st.ok()) return st;
+    results::LeaseRef lease{req->lease_id(), req->node_id()};
+    if (lease.lease_id.empty() || lease.node_id.empty()) {
+      return Invalid("node_id and lease_id are required");
+    }
+    absl::Status st;
+    switch (req->outcome_case()) {
+      case v1::FinishLeaseRequest::kVerdict: {
+        v1::Verdict verdict = req->verdict();
+        verdict.clear_evaluation_id();
+        verdict.clear_candidate_id();
+        verdict.mutable_provenance()->clear_sample_ids();
+        {
+          absl::MutexLock l(&s_->mu_);
+          for (int64_t id : s_->lease_samples_[lease.lease_id]) {
+            verdict.mutable_provenance()->add_sample_ids(id);
+          }
+          s_->lease_samples_.erase(lease.lease_id);
+          s_->evaluation_of_lease_.erase(lease.lease_id);
+        }
+        st = s_->store_->FinishLease(lease, verdict);
+        break;
+      }
+      case v1::FinishLeaseRequest::kInfrastructureError:
+        st = s_->store_->FailLease(lease, req->infrastructure_error()).status();
+        break;
+      case v1::FinishLeaseRequest::kCalibrationNoise: {
+        const double noise = req->calibration_noise();
+        st = s_->store_->FinishCalibration(
+            lease, noise,
+            noise <= s_->options_.max_calibration_noise ? v1::ACTIVE : v1::QUARANTINED);
+        break;
+      }
+      default:
+        return Invalid("an outcome (verdict, infrastructure_error or calibration_noise) is required");
+    }
+    s_->Notify();
+    return ToGrpc(st);
+  }
+
+ private:
+  Scheduler* s_;
+};
+
+// ---------------------------------------------------------------------------
+
+Scheduler::Scheduler(results::Store* store, Authenticator auth, harness::ProcessLauncher* launcher,
+                     SchedulerOptions options)
+    : store_(store), auth_(std::move(auth)), launcher_(launcher), options_(options) {
+  client_ = std::make_unique<ClientService>(this);
+  node_ = std::make_unique<NodeServiceImpl>(this);
+}
+
+Scheduler::~Scheduler() = default;
+
+grpc::Service* Scheduler::client_service() { return client_.get(); }
+grpc::Service* Scheduler::node_service() { return node_.get(); }
+
+void Scheduler::ReclaimExpiredLeases() {
+  absl::StatusOr<std::vector<results::ReclaimedLease>> r = store_->ReclaimExpiredLeases(100);
+  if (r.ok() && !r->empty()) Notify();
+}
+
+void Scheduler::RecordProgress(const std::string& lease_id, const v1::Progress& progress) {
+  absl::MutexLock l(&mu_);
+  auto it = evaluation_of_lease_.find(lease_id);
+  if (it != evaluation_of_lease_.end()) progress_[it->second] = progress;
+  ++version_;
+}
+
+bool Scheduler::RecalibrationDue(const std::string& node_id) {
+  absl::MutexLock l(&mu_);
+  absl::Time& last = last_recalibration_[node_id];
+  if (absl::Now() - last < options_.recalibration_interval) return false;
+  last = absl::Now();
+  return true;
+}
+
+void Scheduler::Notify() {
+  absl::MutexLock l(&mu_);
+  ++version_;
+}
+
+bool Scheduler::WaitForChange(absl::Time deadline) {
+  absl::MutexLock l(&mu_);
+  const int64_t seen = version_;
+  auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return version_ != seen || shutdown_; };
+  mu_.AwaitWithDeadline(absl::Condition(&changed), deadline);
+  return !shutdown_;
+}
+
+void Scheduler::Shutdown() {
+  absl::MutexLock l(&mu_);
+  shutdown_ = true;
+}
+
+}  // namespace densegate::scheduler

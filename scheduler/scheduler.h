@@ -1,0 +1,104 @@
+// Scheduler: the two gRPC services of proto/densegate.proto over one Store.
+//
+//   * Densegate (clients: CI, the agent, viewers): Submit resolves the refs
+//     and reads the manifest from the baseline commit, then queues the
+//     candidate (deduplicated by content hash); Get/List/Cancel/Watch read
+//     and change the store; ListNodes shows node health.
+//   * NodeService (role node): nodes register, long-poll for a lease
+//     (Synchronize), heartbeat (the reply can cancel), stream stage events,
+//     progress and samples, and finish the lease with a verdict, an
+//     infrastructure error (retried elsewhere) or calibration noise.
+//
+// Queue semantics (priorities, dimension matching, dedup, leases, retries,
+// exactly-once verdicts) live in the store (results/store/README.md); the
+// scheduler adds authorization, per-submitter limits, calibration and
+// quarantine of nodes, long polls, and live progress (kept in memory: it is
+// not durable and not replayed).
+//
+// Thread-safe: gRPC calls arrive on many threads.
+#ifndef DENSEGATE_SCHEDULER_SCHEDULER_H_
+#define DENSEGATE_SCHEDULER_SCHEDULER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "harness/process/launcher.h"
+#include "proto/densegate.grpc.pb.h"
+#include "results/store/store.h"
+#include "scheduler/auth.h"
+
+namespace densegate::scheduler {
+
+struct SchedulerOptions {
+  absl::Duration lease_duration = absl::Seconds(60);
+  int heartbeat_interval_s = 10;
+  // Longest a Synchronize call is held when there is no work.
+  absl::Duration max_sync_wait = absl::Seconds(30);
+  int max_attempts = 3;
+  // Coefficient of variation above which a calibrated node is quarantined.
+  double max_calibration_noise = 0.05;
+  // A quarantined node is recalibrated at most this often.
+  absl::Duration recalibration_interval = absl::Seconds(60);
+  // QUEUED experiments one submitter may have at once (CI is not limited).
+  int max_queued_experiments_per_submitter = 50;
+};
+
+class Scheduler {
+ public:
+  // `store` and `launcher` (for git) are not owned and must outlive this.
+  Scheduler(results::Store* store, Authenticator auth, harness::ProcessLauncher* launcher,
+            SchedulerOptions options);
+  ~Scheduler();
+
+  grpc::Service* client_service();
+  grpc::Service* node_service();
+
+  // Requeues the jobs of expired leases; the server calls it periodically.
+  void ReclaimExpiredLeases();
+  // Ends long polls and watches promptly (server shutdown).
+  void Shutdown();
+
+ private:
+  class ClientService;
+  class NodeServiceImpl;
+  friend class ClientService;
+  friend class NodeServiceImpl;
+
+  // Wakes long polls and watchers.
+  void Notify();
+  // Whether a quarantined node may recalibrate now (and records it).
+  bool RecalibrationDue(const std::string& node_id);
+  // Live progress of the evaluation a lease works on.
+  void RecordProgress(const std::string& lease_id, const v1::Progress& progress);
+  // Waits until Notify or `deadline`; false once shut down.
+  bool WaitForChange(absl::Time deadline);
+
+  results::Store* store_;
+  Authenticator auth_;
+  harness::ProcessLauncher* launcher_;
+  SchedulerOptions options_;
+  std::unique_ptr<ClientService> client_;
+  std::unique_ptr<NodeServiceImpl> node_;
+
+  absl::Mutex mu_;
+  int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  // Latest progress per evaluation id.
+  std::map<std::string, v1::Progress> progress_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, absl::Time> last_recalibration_ ABSL_GUARDED_BY(mu_);
+  // Evaluation of each EVALUATION lease handed out by this process.
+  std::map<std::string, std::string> evaluation_of_lease_ ABSL_GUARDED_BY(mu_);
+  // Store ids of the samples streamed under each lease.
+  std::map<std::string, std::vector<int64_t>> lease_samples_ ABSL_GUARDED_BY(mu_);
+};
+
+// absl::Status -> grpc::Status with the same code and message.
+grpc::Status ToGrpc(const absl::Status& s);
+
+}  // namespace densegate::scheduler
+
+#endif  // DENSEGATE_SCHEDULER_SCHEDULER_H_

@@ -1,0 +1,305 @@
+// The scheduler with real processes on loopback: `densegate serve` on port 0
+// over SQLite, `densegate node` workers, and clients speaking gRPC with
+// per-role tokens. Candidates are commits of the tiny fixture workload.
+#include <signal.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/densegate.grpc.pb.h"
+
+extern char** environ;
+
+namespace densegate {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Tmp() { return std::getenv("TEST_TMPDIR"); }
+std::string Runfile(const std::string& p) {
+  return absl::StrCat(std::getenv("TEST_SRCDIR"), "/densegate/", p);
+}
+void Sh(const std::string& cmd) { ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd; }
+
+constexpr char kTokens[] =
+    "ci ci-token-0001\n"
+    "agent agent-token-01 agent:campaign-1\n"
+    "agent agent-token-02 agent:campaign-2\n"
+    "viewer viewer-token-1\n"
+    "node node-token-001\n"
+    "admin admin-token-01\n";
+
+// A child process in its own process group.
+class Child {
+ public:
+  explicit Child(const std::vector<std::string>& argv, const std::string& log) {
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    EXPECT_EQ(posix_spawn(&pid_, args[0], &fa, &attr, args.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+  }
+  ~Child() { Kill(); }
+  void Kill() {
+    if (pid_ <= 0) return;
+    kill(-pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = Tmp() + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    Sh("rm -rf " + dir_ + " && mkdir -p " + dir_);
+    std::ofstream(dir_ + "/tokens") << kTokens;
+    repo_ = dir_ + "/repo";
+    Sh("mkdir -p " + repo_ + " && cp " + Runfile("tests/fixtures/tiny_workload") + "/* " + repo_);
+    Git("init -q");
+    Commit("baseline");
+    Git("tag base");
+  }
+
+  void Git(const std::string& args) {
+    Sh("git -c user.name=t -c user.email=t@t -C " + repo_ + " " + args);
+  }
+  void Commit(const std::string& message) { Git("add -A && true"); Git("commit -q --allow-empty -m '" + message + "'"); }
+  // A branch off `base` with one change.
+  void Branch(const std::string& name, const std::string& shell) {
+    Git("checkout -q -b " + name + " base");
+    Sh("cd " + repo_ + " && " + shell);
+    Git("commit -q -am " + name);
+    Git("checkout -q base");
+  }
+
+  void StartServer(int lease_s = 30) {
+    const std::string port_file = dir_ + "/port";
+    server_ = std::make_unique<Child>(
+        std::vector<std::string>{Runfile("cli/densegate"), "serve", "--address", "127.0.0.1:0",
+                                 "--port_file", port_file, "--db", "sqlite:" + dir_ + "/db",
+                                 "--tokens", dir_ + "/tokens", "--lease_s",
+                                 std::to_string(lease_s), "--heartbeat_s", "1",
+                                 "--max_calibration_noise", "1"},
+        dir_ + "/serve.log");
+    // Wait for the port file (written once the server listens).
+    for (int i = 0; i < 600 && !std::ifstream(port_file).good(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    int port = 0;
+    std::ifstream(port_file) >> port;
+    ASSERT_GT(port, 0) << "the server did not start; see " << dir_ << "/serve.log";
+    address_ = "127.0.0.1:" + std::to_string(port);
+    stub_ = v1::Densegate::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  }
+
+  std::unique_ptr<Child> StartNode(const std::string& name) {
+    return std::make_unique<Child>(
+        std::vector<std::string>{Runfile("cli/densegate"), "node", "--server", address_, "--token",
+                                 "node-token-001", "--name", name, "--workspace",
+                                 dir_ + "/ws-" + name},
+        dir_ + "/" + name + ".log");
+  }
+
+  grpc::Status Submit(const std::string& token, const std::string& ref, v1::CandidateKind kind,
+                      v1::SubmitResponse* resp, const std::string& repo = "") {
+    v1::SubmitRequest req;
+    req.set_repo(repo.empty() ? repo_ : repo);
+    req.set_baseline_ref("base");
+    req.set_candidate_ref(ref);
+    req.set_kind(kind);
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + token);
+    return stub_->Submit(&ctx, req, resp);
+  }
+
+  // Follows the evaluation to its end; returns the final evaluation.
+  v1::Evaluation WaitDone(const std::string& id, v1::EvaluationState until = v1::FINISHED) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer viewer-token-1");
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
+    v1::WatchEvaluationRequest req;
+    req.set_id(id);
+    auto reader = stub_->WatchEvaluation(&ctx, req);
+    v1::EvaluationEvent ev;
+    while (reader->Read(&ev)) {
+      if (ev.event_case() == v1::EvaluationEvent::kState && ev.state() == until &&
+          until == v1::RUNNING) {
+        ctx.TryCancel();
+      }
+    }
+    reader->Finish();
+    return Get(id);
+  }
+
+  v1::Evaluation Get(const std::string& id) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer viewer-token-1");
+    v1::GetEvaluationRequest req;
+    req.set_id(id);
+    v1::Evaluation e;
+    EXPECT_TRUE(stub_->GetEvaluation(&ctx, req, &e).ok());
+    return e;
+  }
+
+  std::string dir_, repo_, address_;
+  std::unique_ptr<Child> server_;
+  std::unique_ptr<v1::Densegate::Stub> stub_;
+};
+
+constexpr char kFast[] =
+    "cat > checksum.h <<'EOF'\n"
+    "#pragma once\n#include <cstdint>\n#include <vector>\n"
+    "inline uint64_t Checksum(const std::vector<uint32_t>& v) {\n"
+    "  uint64_t sum = 0; size_t i = 0;\n"
+    "  while (i < v.size()) { size_t end = i + 4096 < v.size() ? i + 4096 : v.size();\n"
+    "    for (; i < end; ++i) sum += v[i]; sum %= 1000000007ULL; }\n"
+    "  return sum; }\n"
+    "EOF";
+
+TEST_F(SchedulerTest, SubmissionsAcrossTwoNodesReachTheRightVerdicts) {
+  Branch("fast", kFast);
+  Branch("comment", "sed -i '1i // no-op' checksum.h");
+  Branch("broken", "echo 'not C++' >> checksum.h");
+  Branch("wrong", "sed -i 's/1000000007ULL/1000000009ULL/' checksum.h");
+  StartServer();
+  auto n1 = StartNode("n1");
+  auto n2 = StartNode("n2");
+  struct Case {
+    std::string ref;
+    v1::CandidateKind kind;
+    v1::Decision want;
+  };
+  std::vector<Case> cases = {{"fast", v1::EXPERIMENT, v1::ACCEPT},
+                             {"comment", v1::CI, v1::ACCEPT},
+                             {"broken", v1::EXPERIMENT, v1::REJECT},
+                             {"wrong", v1::CI, v1::REJECT}};
+  std::vector<std::string> ids;
+  for (const Case& c : cases) {
+    v1::SubmitResponse r;
+    ASSERT_TRUE(Submit(c.kind == v1::CI ? "ci-token-0001" : "agent-token-01", c.ref, c.kind, &r).ok());
+    EXPECT_FALSE(r.deduplicated());
+    ids.push_back(r.evaluation().id());
+  }
+  // The same candidate again attaches to its evaluation.
+  v1::SubmitResponse again;
+  ASSERT_TRUE(Submit("ci-token-0001", "comment", v1::CI, &again).ok());
+  EXPECT_TRUE(again.deduplicated());
+  EXPECT_EQ(again.evaluation().id(), ids[1]);
+  std::set<std::string> nodes;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    v1::Evaluation e = WaitDone(ids[i]);
+    EXPECT_EQ(e.state(), v1::FINISHED) << cases[i].ref;
+    EXPECT_EQ(e.verdict().decision(), cases[i].want) << cases[i].ref;
+    EXPECT_EQ(e.verdict().evaluation_id(), ids[i]);
+    EXPECT_FALSE(e.stages().empty());
+    nodes.insert(e.node_id());
+  }
+  EXPECT_EQ(nodes.size(), 2u) << "both nodes should have taken work";
+  // The accepted experiment's verdict lists the samples it was computed from.
+  EXPECT_GT(WaitDone(ids[0]).verdict().provenance().sample_ids_size(), 0);
+}
+
+TEST_F(SchedulerTest, ANodeKilledMidJobLosesItsLeaseAndAnotherFinishes) {
+  Branch("comment", "sed -i '1i // no-op' checksum.h");
+  StartServer(/*lease_s=*/3);
+  v1::SubmitResponse r;
+  ASSERT_TRUE(Submit("ci-token-0001", "comment", v1::CI, &r).ok());
+  auto doomed = StartNode("doomed");
+  WaitDone(r.evaluation().id(), v1::RUNNING);
+  doomed->Kill();  // SIGKILL to its whole process group.
+  auto rescuer = StartNode("rescuer");
+  v1::Evaluation e = WaitDone(r.evaluation().id());
+  EXPECT_EQ(e.state(), v1::FINISHED);
+  EXPECT_EQ(e.verdict().decision(), v1::ACCEPT);
+  EXPECT_EQ(e.attempt(), 2);
+}
+
+TEST_F(SchedulerTest, RolesAndBadRequestsGetPreciseStatuses) {
+  Branch("comment", "sed -i '1i // no-op' checksum.h");
+  StartServer();
+  v1::SubmitResponse r;
+  // An agent submits experiments only, and never overrides protected paths.
+  grpc::Status s = Submit("agent-token-01", "comment", v1::CI, &r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  {
+    v1::SubmitRequest req;
+    req.set_repo(repo_);
+    req.set_baseline_ref("base");
+    req.set_candidate_ref("comment");
+    req.set_kind(v1::EXPERIMENT);
+    req.set_protected_path_override(true);
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer agent-token-01");
+    EXPECT_EQ(stub_->Submit(&ctx, req, &r).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
+  ASSERT_TRUE(Submit("agent-token-01", "comment", v1::EXPERIMENT, &r).ok());
+  // Another agent cannot cancel it; a viewer cannot submit; no token at all
+  // is unauthenticated.
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer agent-token-02");
+    v1::CancelEvaluationRequest req;
+    req.set_id(r.evaluation().id());
+    v1::Evaluation e;
+    EXPECT_EQ(stub_->CancelEvaluation(&ctx, req, &e).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  EXPECT_EQ(Submit("viewer-token-1", "comment", v1::EXPERIMENT, &r).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Submit("nope-nope-nope", "comment", v1::EXPERIMENT, &r).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  // Bad input: a repo that does not exist, a ref that does not resolve, a
+  // missing field, an unknown id.
+  EXPECT_EQ(Submit("ci-token-0001", "comment", v1::CI, &r, dir_ + "/nowhere").error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  s = Submit("ci-token-0001", "no-such-branch", v1::CI, &r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(s.error_message(), HasSubstr("no-such-branch"));
+  EXPECT_EQ(Submit("ci-token-0001", "", v1::CI, &r).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer viewer-token-1");
+    v1::GetEvaluationRequest req;
+    req.set_id("ev-unknown");
+    v1::Evaluation e;
+    EXPECT_EQ(stub_->GetEvaluation(&ctx, req, &e).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  // The submitter may cancel its own queued evaluation (no node is running).
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer agent-token-01");
+    v1::CancelEvaluationRequest req;
+    req.set_id(r.evaluation().id());
+    v1::Evaluation e;
+    ASSERT_TRUE(stub_->CancelEvaluation(&ctx, req, &e).ok());
+    EXPECT_EQ(e.state(), v1::CANCELLED);
+  }
+}
+
+}  // namespace
+}  // namespace densegate
