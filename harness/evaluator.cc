@@ -401,8 +401,18 @@ absl::StatusOr<bool> Evaluation::Correctness() {
     }
   }
   if (!failed.empty()) {
+    // One line per failure, the first few only: the logs hold the rest.
+    std::vector<std::string> lines;
+    for (size_t i = 0; i < failed.size() && i < 5; ++i) {
+      std::string first = failed[i].substr(0, failed[i].find('\n'));
+      lines.push_back(first.size() > 240 ? first.substr(0, 240) + "..." : first);
+    }
+    if (failed.size() > lines.size()) {
+      lines.push_back(absl::StrFormat("and %d more (see the correctness logs)",
+                                      failed.size() - lines.size()));
+    }
     std::string message = absl::StrFormat("%d failing: %s", failed.size(),
-                                          absl::StrJoin(failed, "; "));
+                                          absl::StrJoin(lines, "; "));
     failures_.push_back(Reason(v1::CORRECTNESS_FAILED, v1::CORRECTNESS, message));
     run.End(v1::STAGE_FAILED, message);
     return false;
