@@ -14,7 +14,9 @@ packages=(
   libpugixml-dev
 )
 if [[ "${1:-}" == "--test" ]]; then
-  packages+=(postgresql-15)
+  # PostgreSQL for the store tests; gRPC for Python for the cross-language
+  # client test.
+  packages+=(postgresql-15 python3-grpcio python3-grpc-tools)
 fi
 
 missing=()
