@@ -405,18 +405,31 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
     absl::Status st;
     switch (req->outcome_case()) {
       case v1::FinishLeaseRequest::kVerdict: {
+        // The node's sample ids are local to its run: the verdict lists the
+        // store's ids of the samples streamed under this lease (after a
+        // scheduler restart, all samples of the evaluation).
         v1::Verdict verdict = req->verdict();
-        verdict.clear_evaluation_id();
         verdict.clear_candidate_id();
         verdict.mutable_provenance()->clear_sample_ids();
+        std::vector<int64_t> ids;
+        bool known = false;
         {
           absl::MutexLock l(&s_->mu_);
-          for (int64_t id : s_->lease_samples_[lease.lease_id]) {
-            verdict.mutable_provenance()->add_sample_ids(id);
+          auto it = s_->lease_samples_.find(lease.lease_id);
+          if (it != s_->lease_samples_.end()) {
+            ids = it->second;
+            known = true;
+            s_->lease_samples_.erase(it);
           }
-          s_->lease_samples_.erase(lease.lease_id);
           s_->evaluation_of_lease_.erase(lease.lease_id);
         }
+        if (!known && !verdict.evaluation_id().empty()) {
+          absl::StatusOr<std::vector<v1::Sample>> all = s_->store_->ListSamples(verdict.evaluation_id());
+          if (all.ok()) {
+            for (const v1::Sample& smp : *all) ids.push_back(smp.id());
+          }
+        }
+        for (int64_t id : ids) verdict.mutable_provenance()->add_sample_ids(id);
         st = s_->store_->FinishLease(lease, verdict);
         break;
       }

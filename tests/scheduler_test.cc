@@ -96,10 +96,12 @@ class SchedulerTest : public ::testing::Test {
     Git("checkout -q base");
   }
 
-  void StartServer(int lease_s = 30) {
+  // `address` "127.0.0.1:0" picks a port; a restart passes the old one.
+  void StartServer(int lease_s = 30, const std::string& address = "127.0.0.1:0") {
     const std::string port_file = dir_ + "/port";
+    std::remove(port_file.c_str());
     server_ = std::make_unique<Child>(
-        std::vector<std::string>{Runfile("cli/densegate"), "serve", "--address", "127.0.0.1:0",
+        std::vector<std::string>{Runfile("cli/densegate"), "serve", "--address", address,
                                  "--port_file", port_file, "--db", "sqlite:" + dir_ + "/db",
                                  "--tokens", dir_ + "/tokens", "--lease_s",
                                  std::to_string(lease_s), "--heartbeat_s", "1",
@@ -235,7 +237,33 @@ TEST_F(SchedulerTest, ANodeKilledMidJobLosesItsLeaseAndAnotherFinishes) {
   v1::Evaluation e = WaitDone(r.evaluation().id());
   EXPECT_EQ(e.state(), v1::FINISHED);
   EXPECT_EQ(e.verdict().decision(), v1::ACCEPT);
-  EXPECT_EQ(e.attempt(), 2);
+  // At least one retry; a loaded machine may delay a 1 s heartbeat past the
+  // 3 s lease and cost another.
+  EXPECT_GE(e.attempt(), 2);
+  EXPECT_EQ(e.node_id(), e.verdict().provenance().node_id());
+}
+
+TEST_F(SchedulerTest, SchedulerKilledAndRestartedLosesNoVerdict) {
+  Branch("fast", kFast);
+  Branch("comment", "sed -i '1i // no-op' checksum.h");
+  Branch("wrong", "sed -i 's/1000000007ULL/1000000009ULL/' checksum.h");
+  StartServer(/*lease_s=*/5);
+  std::vector<std::string> ids;
+  for (const char* ref : {"fast", "comment", "wrong"}) {
+    v1::SubmitResponse r;
+    ASSERT_TRUE(Submit("ci-token-0001", ref, v1::CI, &r).ok());
+    ids.push_back(r.evaluation().id());
+  }
+  auto node = StartNode("survivor");
+  WaitDone(ids[0], v1::RUNNING);
+  server_->Kill();  // kill -9 with one job running and two queued.
+  StartServer(/*lease_s=*/5, address_);
+  for (const std::string& id : ids) {
+    v1::Evaluation e = WaitDone(id);
+    EXPECT_EQ(e.state(), v1::FINISHED) << id;
+    EXPECT_NE(e.verdict().decision(), v1::DECISION_UNSPECIFIED) << id;
+  }
+  EXPECT_EQ(Get(ids[2]).verdict().decision(), v1::REJECT);
 }
 
 TEST_F(SchedulerTest, RolesAndBadRequestsGetPreciseStatuses) {

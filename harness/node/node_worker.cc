@@ -286,6 +286,7 @@ absl::Status NodeWorker::RunLease(const v1::Lease& lease) {
                                       stream_status.error_message());
     } else {
       *finish.mutable_verdict() = outcome->verdict;
+      finish.mutable_verdict()->set_evaluation_id(lease.evaluation().id());
     }
   }
   v1::FinishLeaseResponse done_resp;
