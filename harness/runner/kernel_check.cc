@@ -1,5 +1,6 @@
 #include "harness/runner/kernel_check.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -126,16 +127,30 @@ class Check {
 
  private:
   // Fresh inputs into both memories; the subject's outputs poisoned. With
-  // `perturb` != 0, one value of every input is moved (x -> 1.5 x + 0.25).
+  // `perturb` != 0, one value of every input is changed (see below).
   absl::Status Load(uint64_t seed, uint64_t perturb = 0) {
     std::vector<std::vector<float>> values;
     if (auto s = DrawInputs(layout_, seed, &values); !s.ok()) return s;
     if (perturb != 0) {
+      // One value of every input is replaced by another value of the same
+      // buffer (so it stays in the input's distribution) that differs by at
+      // least half a standard deviation: more than any quantization step,
+      // so an honest kernel's outputs must change.
       std::mt19937_64 rng(perturb);
       for (std::vector<float>& v : values) {
-        if (v.empty()) continue;
+        if (v.size() < 2) continue;
+        double mean = 0, sq = 0;
+        for (float x : v) mean += x, sq += static_cast<double>(x) * x;
+        mean /= v.size();
+        const double sd = std::sqrt(std::max(0.0, sq / v.size() - mean * mean));
         float& x = v[rng() % v.size()];
-        x = 1.5f * x + 0.25f;
+        for (int tries = 0; tries < 256; ++tries) {
+          const float other = v[rng() % v.size()];
+          if (std::abs(static_cast<double>(other) - x) > 0.5 * sd) {
+            x = other;
+            break;
+          }
+        }
       }
     }
     for (size_t i = 0; i < layout_.buffers.size(); ++i) {

@@ -87,6 +87,16 @@ TEST_F(RedTeamTest, HonestRunnerPassesEveryOp) {
   }
 }
 
+// Regression: the near-repeat calls once moved a value by x -> 1.5x + 0.25,
+// which leaves x near -0.5 (almost) where it was; after FP8 quantization the
+// honest outputs were then identical and the check called them cached.
+TEST_F(RedTeamTest, HonestQuantizerIsNeverMistakenForACache) {
+  for (int session = 0; session < 20; ++session) {
+    KernelCheckReport r = Check("none", "quantize_fp8_e4m3");
+    ASSERT_EQ(r.outcome, Outcome::kPassed) << "session " << session << ": " << r.message;
+  }
+}
+
 struct TrickCase {
   const char* trick;
   Outcome outcome;
