@@ -266,6 +266,42 @@ TEST_F(SchedulerTest, SchedulerKilledAndRestartedLosesNoVerdict) {
   EXPECT_EQ(Get(ids[2]).verdict().decision(), v1::REJECT);
 }
 
+TEST_F(SchedulerTest, CiRunsBeforeExperimentsAndCancelStopsARunningJob) {
+  Branch("fast", kFast);
+  Branch("comment", "sed -i '1i // no-op' checksum.h");
+  Branch("wrong", "sed -i 's/1000000007ULL/1000000009ULL/' checksum.h");
+  StartServer();
+  // Queued while no node is up: an experiment first, then CI work.
+  v1::SubmitResponse experiment, ci, doomed;
+  ASSERT_TRUE(Submit("agent-token-01", "fast", v1::EXPERIMENT, &experiment).ok());
+  ASSERT_TRUE(Submit("ci-token-0001", "comment", v1::CI, &ci).ok());
+  ASSERT_TRUE(Submit("agent-token-01", "wrong", v1::EXPERIMENT, &doomed).ok());
+  auto node = StartNode("only");
+  // One node, one job at a time: CI is leased first although submitted later.
+  WaitDone(ci.evaluation().id(), v1::RUNNING);
+  EXPECT_EQ(Get(experiment.evaluation().id()).state(), v1::QUEUED);
+  // Cancel the experiment that runs after the CI job: the node drops it at
+  // its next stage boundary and moves on.
+  WaitDone(experiment.evaluation().id(), v1::RUNNING);
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer agent-token-01");
+    v1::CancelEvaluationRequest req;
+    req.set_id(experiment.evaluation().id());
+    req.set_reason("superseded");
+    v1::Evaluation e;
+    ASSERT_TRUE(stub_->CancelEvaluation(&ctx, req, &e).ok());
+    EXPECT_EQ(e.state(), v1::CANCELLED);
+  }
+  EXPECT_EQ(WaitDone(ci.evaluation().id()).verdict().decision(), v1::ACCEPT);
+  v1::Evaluation last = WaitDone(doomed.evaluation().id());
+  EXPECT_EQ(last.state(), v1::FINISHED);
+  EXPECT_EQ(last.verdict().decision(), v1::REJECT);
+  v1::Evaluation cancelled = Get(experiment.evaluation().id());
+  EXPECT_EQ(cancelled.state(), v1::CANCELLED);
+  EXPECT_FALSE(cancelled.has_verdict());
+}
+
 TEST_F(SchedulerTest, RolesAndBadRequestsGetPreciseStatuses) {
   Branch("comment", "sed -i '1i // no-op' checksum.h");
   StartServer();
