@@ -16,6 +16,7 @@ struct ServeArgs {
   std::string db;
   std::string tokens;
   std::string port_file;
+  std::string metrics_address;
   int lease_s = 60;
   int heartbeat_s = 10;
   int max_attempts = 3;
@@ -37,6 +38,7 @@ int Serve(const ServeArgs& a) {
   scheduler::ServerOptions o;
   o.address = a.address;
   o.tokens_file = a.tokens;
+  o.metrics_address = a.metrics_address;
   o.scheduler.lease_duration = absl::Seconds(a.lease_s);
   o.scheduler.heartbeat_interval_s = a.heartbeat_s;
   o.scheduler.max_attempts = a.max_attempts;
@@ -53,7 +55,7 @@ int Serve(const ServeArgs& a) {
   if (!a.port_file.empty()) {
     // Written whole, then renamed: a reader never sees a partial number.
     std::string tmp = a.port_file + ".tmp";
-    std::ofstream(tmp) << (*server)->port() << "\n";
+    std::ofstream(tmp) << (*server)->port() << "\n" << (*server)->metrics_port() << "\n";
     std::rename(tmp.c_str(), a.port_file.c_str());
   }
   absl::Notification stop;
@@ -77,7 +79,10 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--tokens", args->tokens,
                   "tokens file (ROLE TOKEN [PRINCIPAL] per line); without it only loopback "
                   "addresses are allowed and every caller is admin");
-  cmd->add_option("--port_file", args->port_file, "write the bound port to this file");
+  cmd->add_option("--port_file", args->port_file,
+                  "write the bound gRPC port (and on a second line the metrics port) here");
+  cmd->add_option("--metrics_address", args->metrics_address,
+                  "host:port serving GET /metrics (Prometheus text format); off when empty");
   cmd->add_option("--lease_s", args->lease_s, "lease lifetime without heartbeats")
       ->capture_default_str();
   cmd->add_option("--heartbeat_s", args->heartbeat_s, "node heartbeat interval")

@@ -4,6 +4,7 @@
 
 #include <functional>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/util/time_util.h"
@@ -312,8 +313,10 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
         claim.dimensions = node->dimensions();
         claim.max_jobs = 1;
         claim.lease_duration = s_->options_.lease_duration;
+        const absl::Time claim_start = absl::Now();
         absl::StatusOr<std::vector<v1::Lease>> leases = s_->store_->ClaimJobs(claim);
         if (!leases.ok()) return ToGrpc(leases.status());
+        s_->RecordClaim(absl::ToDoubleSeconds(absl::Now() - claim_start), leases->size());
         if (!leases->empty()) {
           v1::Lease& lease = leases->front();
           if (node->state() == v1::CALIBRATING && lease.job_kind() != v1::CALIBRATION) {
@@ -431,6 +434,9 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
         }
         for (int64_t id : ids) verdict.mutable_provenance()->add_sample_ids(id);
         st = s_->store_->FinishLease(lease, verdict);
+        if (st.ok() && verdict.decision() >= 0 && verdict.decision() < 4) {
+          ++s_->verdicts_[verdict.decision()];
+        }
         break;
       }
       case v1::FinishLeaseRequest::kInfrastructureError:
@@ -470,7 +476,83 @@ grpc::Service* Scheduler::node_service() { return node_.get(); }
 
 void Scheduler::ReclaimExpiredLeases() {
   absl::StatusOr<std::vector<results::ReclaimedLease>> r = store_->ReclaimExpiredLeases(100);
-  if (r.ok() && !r->empty()) Notify();
+  if (r.ok() && !r->empty()) {
+    lease_expiries_ += r->size();
+    Notify();
+  }
+}
+
+void Scheduler::RecordClaim(double seconds, size_t leases) {
+  ++claims_;
+  dispatches_ += leases;
+  claim_latency_us_sum_ += static_cast<int64_t>(seconds * 1e6);
+  size_t b = 0;
+  while (b < std::size(kLatencyBuckets) && seconds > kLatencyBuckets[b]) ++b;
+  ++claim_latency_buckets_[b];
+}
+
+std::string Scheduler::RenderMetrics() {
+  std::string out;
+  auto line = [&](const std::string& text) { absl::StrAppend(&out, text, "\n"); };
+  line("# HELP densegate_jobs Jobs in the store by state.");
+  line("# TYPE densegate_jobs gauge");
+  if (absl::StatusOr<results::QueueCounts> c = store_->CountJobs(); c.ok()) {
+    line(absl::StrCat("densegate_jobs{state=\"queued\"} ", c->queued));
+    line(absl::StrCat("densegate_jobs{state=\"leased\"} ", c->leased));
+    line(absl::StrCat("densegate_jobs{state=\"done\"} ", c->done));
+    line(absl::StrCat("densegate_jobs{state=\"cancelled\"} ", c->cancelled));
+    line(absl::StrCat("densegate_jobs{state=\"dead\"} ", c->dead));
+  }
+  line("# HELP densegate_queued_evaluations Queued evaluations by kind (counted up to 1000).");
+  line("# TYPE densegate_queued_evaluations gauge");
+  for (v1::CandidateKind kind : {v1::CI, v1::EXPERIMENT}) {
+    v1::ListEvaluationsRequest q;
+    q.add_states(v1::QUEUED);
+    q.set_kind(kind);
+    q.set_page_size(1000);
+    absl::StatusOr<v1::ListEvaluationsResponse> r = store_->ListEvaluations(q);
+    if (r.ok()) {
+      line(absl::StrCat("densegate_queued_evaluations{kind=\"",
+                        absl::AsciiStrToLower(v1::CandidateKind_Name(kind)), "\"} ",
+                        r->evaluations_size()));
+    }
+  }
+  line("# HELP densegate_nodes Registered nodes by state.");
+  line("# TYPE densegate_nodes gauge");
+  if (absl::StatusOr<std::vector<v1::Node>> nodes = store_->ListNodes({}); nodes.ok()) {
+    std::map<std::string, int> by_state;
+    for (v1::NodeState st : {v1::CALIBRATING, v1::ACTIVE, v1::QUARANTINED, v1::DRAINING,
+                             v1::OFFLINE}) {
+      by_state[absl::AsciiStrToLower(v1::NodeState_Name(st))] = 0;
+    }
+    for (const v1::Node& n : *nodes) ++by_state[absl::AsciiStrToLower(v1::NodeState_Name(n.state()))];
+    for (const auto& [st, n] : by_state) {
+      line(absl::StrCat("densegate_nodes{state=\"", st, "\"} ", n));
+    }
+  }
+  line("# HELP densegate_dispatches_total Leases handed to nodes since start.");
+  line("# TYPE densegate_dispatches_total counter");
+  line(absl::StrCat("densegate_dispatches_total ", dispatches_.load()));
+  line("# HELP densegate_lease_expiries_total Leases expired (heartbeats stopped) since start.");
+  line("# TYPE densegate_lease_expiries_total counter");
+  line(absl::StrCat("densegate_lease_expiries_total ", lease_expiries_.load()));
+  line("# HELP densegate_verdicts_total Verdicts written since start, by decision.");
+  line("# TYPE densegate_verdicts_total counter");
+  for (v1::Decision d : {v1::ACCEPT, v1::REJECT, v1::INCONCLUSIVE}) {
+    line(absl::StrCat("densegate_verdicts_total{decision=\"",
+                      absl::AsciiStrToLower(v1::Decision_Name(d)), "\"} ", verdicts_[d].load()));
+  }
+  line("# HELP densegate_claim_latency_seconds Store claim latency of Synchronize calls.");
+  line("# TYPE densegate_claim_latency_seconds histogram");
+  int64_t cumulative = 0;
+  for (size_t b = 0; b <= std::size(kLatencyBuckets); ++b) {
+    cumulative += claim_latency_buckets_[b].load();
+    std::string le = b < std::size(kLatencyBuckets) ? absl::StrCat(kLatencyBuckets[b]) : "+Inf";
+    line(absl::StrCat("densegate_claim_latency_seconds_bucket{le=\"", le, "\"} ", cumulative));
+  }
+  line(absl::StrCat("densegate_claim_latency_seconds_sum ", claim_latency_us_sum_.load() / 1e6));
+  line(absl::StrCat("densegate_claim_latency_seconds_count ", claims_.load()));
+  return out;
 }
 
 void Scheduler::RecordProgress(const std::string& lease_id, const v1::Progress& progress) {

@@ -19,6 +19,7 @@
 #ifndef DENSEGATE_SCHEDULER_SCHEDULER_H_
 #define DENSEGATE_SCHEDULER_SCHEDULER_H_
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -59,6 +60,10 @@ class Scheduler {
 
   // Requeues the jobs of expired leases; the server calls it periodically.
   void ReclaimExpiredLeases();
+  // Prometheus text format: jobs by state, queued evaluations by kind,
+  // nodes by state, and since start: dispatches, claim latency, lease
+  // expiries, verdicts by decision.
+  std::string RenderMetrics();
   // Ends long polls and watches promptly (server shutdown).
   void Shutdown();
 
@@ -70,6 +75,7 @@ class Scheduler {
 
   // Wakes long polls and watchers.
   void Notify();
+  void RecordClaim(double seconds, size_t leases);
   // Whether a quarantined node may recalibrate now (and records it).
   bool RecalibrationDue(const std::string& node_id);
   // Live progress of the evaluation a lease works on.
@@ -83,6 +89,16 @@ class Scheduler {
   SchedulerOptions options_;
   std::unique_ptr<ClientService> client_;
   std::unique_ptr<NodeServiceImpl> node_;
+
+  // Counters since start (for /metrics).
+  std::atomic<int64_t> dispatches_{0};
+  std::atomic<int64_t> lease_expiries_{0};
+  std::atomic<int64_t> verdicts_[4] = {};  // By v1::Decision value.
+  static constexpr double kLatencyBuckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025,
+                                               0.05,  0.1,    0.25,  1.0};
+  std::atomic<int64_t> claim_latency_buckets_[10] = {};  // Last: +Inf.
+  std::atomic<int64_t> claim_latency_us_sum_{0};
+  std::atomic<int64_t> claims_{0};
 
   absl::Mutex mu_;
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;

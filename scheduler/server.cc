@@ -41,6 +41,13 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError("cannot listen on " + options.address);
   }
+  if (!options.metrics_address.empty()) {
+    Scheduler* sched = s->scheduler_.get();
+    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> m = MetricsHttpServer::Start(
+        options.metrics_address, [sched] { return sched->RenderMetrics(); });
+    if (!m.ok()) return m.status();
+    s->metrics_ = std::move(*m);
+  }
   const absl::Duration every = options.reap_interval;
   SchedulerServer* raw = s.get();
   s->reaper_ = std::thread([raw, every] {

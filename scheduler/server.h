@@ -1,7 +1,8 @@
 // SchedulerServer: `densegate serve` as a library. Opens the store, builds
 // the Scheduler, serves both gRPC services plus the standard health service
-// on one address (port 0 picks a free port), and runs a reaper that expires
-// leases whose heartbeats stopped.
+// on one address (port 0 picks a free port), optionally a Prometheus
+// /metrics endpoint, and runs a reaper that expires leases whose heartbeats
+// stopped.
 //
 // Thread-safe: Start once, then Shutdown from any thread.
 #ifndef DENSEGATE_SCHEDULER_SERVER_H_
@@ -16,6 +17,7 @@
 #include "grpcpp/grpcpp.h"
 #include "harness/process/launcher.h"
 #include "results/store/store.h"
+#include "scheduler/metrics_http.h"
 #include "scheduler/scheduler.h"
 
 namespace densegate::scheduler {
@@ -26,6 +28,8 @@ struct ServerOptions {
   // Tokens file; empty: open access (loopback addresses only).
   std::string tokens_file;
   SchedulerOptions scheduler;
+  // host:port for GET /metrics (Prometheus text format); empty: off.
+  std::string metrics_address;
   absl::Duration reap_interval = absl::Seconds(2);
 };
 
@@ -37,6 +41,8 @@ class SchedulerServer {
   ~SchedulerServer();
 
   int port() const { return port_; }
+  // The metrics endpoint's port; 0 when off.
+  int metrics_port() const { return metrics_ ? metrics_->port() : 0; }
   // Stops accepting calls, ends long polls and watches, waits for handlers
   // (up to `grace`), then stops. Leases held by nodes stay valid in the
   // store: the nodes finish them against the next scheduler, or they expire.
@@ -50,6 +56,7 @@ class SchedulerServer {
   std::unique_ptr<harness::ProcessLauncher> launcher_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsHttpServer> metrics_;
   std::thread reaper_;
   absl::Notification stop_;
   int port_ = 0;

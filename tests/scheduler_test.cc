@@ -2,7 +2,10 @@
 // over SQLite, `densegate node` workers, and clients speaking gRPC with
 // per-role tokens. Candidates are commits of the tiny fixture workload.
 #include <signal.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -105,14 +108,15 @@ class SchedulerTest : public ::testing::Test {
                                  "--port_file", port_file, "--db", "sqlite:" + dir_ + "/db",
                                  "--tokens", dir_ + "/tokens", "--lease_s",
                                  std::to_string(lease_s), "--heartbeat_s", "1",
-                                 "--max_calibration_noise", "1"},
+                                 "--max_calibration_noise", "1", "--metrics_address",
+                                 "127.0.0.1:0"},
         dir_ + "/serve.log");
     // Wait for the port file (written once the server listens).
     for (int i = 0; i < 600 && !std::ifstream(port_file).good(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     int port = 0;
-    std::ifstream(port_file) >> port;
+    std::ifstream(port_file) >> port >> metrics_port_;
     ASSERT_GT(port, 0) << "the server did not start; see " << dir_ << "/serve.log";
     address_ = "127.0.0.1:" + std::to_string(port);
     stub_ = v1::Densegate::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
@@ -167,7 +171,25 @@ class SchedulerTest : public ::testing::Test {
     return e;
   }
 
+  // GET /metrics over a plain socket.
+  std::string Metrics() {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<uint16_t>(metrics_port_));
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+    const std::string req = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    EXPECT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+    std::string resp;
+    char buf[4096];
+    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) resp.append(buf, n);
+    close(fd);
+    return resp;
+  }
+
   std::string dir_, repo_, address_;
+  int metrics_port_ = 0;
   std::unique_ptr<Child> server_;
   std::unique_ptr<v1::Densegate::Stub> stub_;
 };
@@ -223,6 +245,14 @@ TEST_F(SchedulerTest, SubmissionsAcrossTwoNodesReachTheRightVerdicts) {
   EXPECT_EQ(nodes.size(), 2u) << "both nodes should have taken work";
   // The accepted experiment's verdict lists the samples it was computed from.
   EXPECT_GT(WaitDone(ids[0]).verdict().provenance().sample_ids_size(), 0);
+  // Prometheus sees the same.
+  const std::string metrics = Metrics();
+  EXPECT_THAT(metrics, HasSubstr("200 OK"));
+  EXPECT_THAT(metrics, HasSubstr("densegate_verdicts_total{decision=\"accept\"} 2"));
+  EXPECT_THAT(metrics, HasSubstr("densegate_verdicts_total{decision=\"reject\"} 2"));
+  EXPECT_THAT(metrics, HasSubstr("densegate_nodes{state=\"active\"} 2"));
+  EXPECT_THAT(metrics, HasSubstr("densegate_queued_evaluations{kind=\"ci\"} 0"));
+  EXPECT_THAT(metrics, HasSubstr("densegate_claim_latency_seconds_count"));
 }
 
 TEST_F(SchedulerTest, ANodeKilledMidJobLosesItsLeaseAndAnotherFinishes) {
