@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "cli/channel_flags.h"
 #include "cli/command.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
@@ -21,6 +22,7 @@ namespace {
 struct ClientArgs {
   std::string server = "127.0.0.1:7433";
   std::string token;
+  std::string ca = DefaultCaFile();
   bool json = false;
 };
 
@@ -30,11 +32,18 @@ void AddClientFlags(CLI::App* cmd, ClientArgs* a) {
   cmd->add_option("--server", a->server, "scheduler address ($DENSEGATE_SERVER)")
       ->capture_default_str();
   cmd->add_option("--token", a->token, "bearer token ($DENSEGATE_TOKEN)");
+  cmd->add_option("--ca", a->ca, "CA bundle (PEM) to reach a TLS scheduler ($DENSEGATE_CA)");
   cmd->add_flag("--json", a->json, "print JSON");
 }
 
 std::unique_ptr<v1::Densegate::Stub> Stub(const ClientArgs& a) {
-  return v1::Densegate::NewStub(grpc::CreateChannel(a.server, grpc::InsecureChannelCredentials()));
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds = ChannelCredentials(a.ca);
+  if (!creds.ok()) {
+    // Surfaces as UNAVAILABLE on the first call, with this message first.
+    std::cerr << "densegate: " << creds.status().message() << "\n";
+    return v1::Densegate::NewStub(grpc::CreateChannel("unix:/nonexistent", grpc::InsecureChannelCredentials()));
+  }
+  return v1::Densegate::NewStub(grpc::CreateChannel(a.server, *creds));
 }
 
 void Attach(const ClientArgs& a, grpc::ClientContext* ctx, int deadline_s = 30) {

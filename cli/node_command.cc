@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "cli/build_info.h"
+#include "cli/channel_flags.h"
 #include "cli/command.h"
 #include "harness/node/node_worker.h"
 
@@ -15,6 +16,7 @@ namespace {
 struct NodeArgs {
   harness::NodeWorkerOptions options;
   std::string cpus;
+  std::string ca = DefaultCaFile();
 };
 
 int RunNode(NodeArgs& a) {
@@ -30,6 +32,12 @@ int RunNode(NodeArgs& a) {
     a.options.cpus.push_back(id);
   }
   a.options.software_version = absl::StrCat(kVersion, "+", kGitCommit);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds = ChannelCredentials(a.ca);
+  if (!creds.ok()) {
+    std::cerr << "densegate node: " << creds.status().message() << "\n";
+    return kExitUsage;
+  }
+  a.options.credentials = *creds;
   std::unique_ptr<harness::ProcessLauncher> launcher = harness::NewSandboxLauncher();
   harness::NodeWorker worker(a.options, launcher.get());
   absl::Status s = worker.Run();
@@ -52,6 +60,7 @@ void AddNodeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--server", args->options.server, "scheduler address ($DENSEGATE_SERVER)")
       ->capture_default_str();
   cmd->add_option("--token", args->options.token, "node token ($DENSEGATE_TOKEN)");
+  cmd->add_option("--ca", args->ca, "CA bundle (PEM) to reach a TLS scheduler ($DENSEGATE_CA)");
   cmd->add_option("--name", args->options.name, "node name (default: host name)");
   cmd->add_option("--workspace", args->options.workspace_root,
                   "worktrees and build caches (default ~/.cache/densegate/workspace)");

@@ -17,6 +17,7 @@ struct ServeArgs {
   std::string tokens;
   std::string port_file;
   std::string metrics_address;
+  std::string tls_cert, tls_key;
   int lease_s = 60;
   int heartbeat_s = 10;
   int max_attempts = 3;
@@ -39,6 +40,8 @@ int Serve(const ServeArgs& a) {
   o.address = a.address;
   o.tokens_file = a.tokens;
   o.metrics_address = a.metrics_address;
+  o.tls_cert_file = a.tls_cert;
+  o.tls_key_file = a.tls_key;
   o.scheduler.lease_duration = absl::Seconds(a.lease_s);
   o.scheduler.heartbeat_interval_s = a.heartbeat_s;
   o.scheduler.max_attempts = a.max_attempts;
@@ -81,6 +84,8 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                   "addresses are allowed and every caller is admin");
   cmd->add_option("--port_file", args->port_file,
                   "write the bound gRPC port (and on a second line the metrics port) here");
+  cmd->add_option("--tls_cert", args->tls_cert, "server certificate (PEM): serve TLS only");
+  cmd->add_option("--tls_key", args->tls_key, "server private key (PEM)");
   cmd->add_option("--metrics_address", args->metrics_address,
                   "host:port serving GET /metrics (Prometheus text format); off when empty");
   cmd->add_option("--lease_s", args->lease_s, "lease lifetime without heartbeats")

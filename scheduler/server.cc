@@ -1,5 +1,8 @@
 #include "scheduler/server.h"
 
+#include <fstream>
+#include <sstream>
+
 #include "absl/strings/match.h"
 #include "grpcpp/health_check_service_interface.h"
 
@@ -10,6 +13,18 @@ namespace {
 bool IsLoopback(const std::string& address) {
   return absl::StartsWith(address, "127.") || absl::StartsWith(address, "localhost:") ||
          absl::StartsWith(address, "[::1]:");
+}
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag) {
+  if (path.empty()) return absl::InvalidArgumentError(std::string(flag) + " is required for TLS");
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(std::string(flag) + ": cannot read " + path);
+  std::stringstream s;
+  s << in.rdbuf();
+  if (s.str().find("-----BEGIN") == std::string::npos) {
+    return absl::InvalidArgumentError(std::string(flag) + ": " + path + " is not PEM");
+  }
+  return s.str();
 }
 
 }  // namespace
@@ -31,9 +46,19 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   s->launcher_ = harness::NewSandboxLauncher();
   s->scheduler_ = std::make_unique<Scheduler>(s->store_.get(), std::move(auth), s->launcher_.get(),
                                               options.scheduler);
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (!options.tls_cert_file.empty() || !options.tls_key_file.empty()) {
+    absl::StatusOr<std::string> cert = ReadPem(options.tls_cert_file, "--tls_cert");
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = ReadPem(options.tls_key_file, "--tls_key");
+    if (!key.ok()) return key.status();
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back({*key, *cert});
+    credentials = grpc::SslServerCredentials(ssl);
+  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &s->port_);
+  builder.AddListeningPort(options.address, credentials, &s->port_);
   builder.RegisterService(s->scheduler_->client_service());
   builder.RegisterService(s->scheduler_->node_service());
   builder.SetMaxReceiveMessageSize(16 << 20);

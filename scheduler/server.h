@@ -28,6 +28,9 @@ struct ServerOptions {
   // Tokens file; empty: open access (loopback addresses only).
   std::string tokens_file;
   SchedulerOptions scheduler;
+  // PEM files; both set: the gRPC port speaks TLS only.
+  std::string tls_cert_file;
+  std::string tls_key_file;
   // host:port for GET /metrics (Prometheus text format); empty: off.
   std::string metrics_address;
   absl::Duration reap_interval = absl::Seconds(2);

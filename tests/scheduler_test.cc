@@ -100,17 +100,18 @@ class SchedulerTest : public ::testing::Test {
   }
 
   // `address` "127.0.0.1:0" picks a port; a restart passes the old one.
-  void StartServer(int lease_s = 30, const std::string& address = "127.0.0.1:0") {
+  void StartServer(int lease_s = 30, const std::string& address = "127.0.0.1:0",
+                   const std::vector<std::string>& extra = {}) {
     const std::string port_file = dir_ + "/port";
     std::remove(port_file.c_str());
-    server_ = std::make_unique<Child>(
-        std::vector<std::string>{Runfile("cli/densegate"), "serve", "--address", address,
-                                 "--port_file", port_file, "--db", "sqlite:" + dir_ + "/db",
-                                 "--tokens", dir_ + "/tokens", "--lease_s",
-                                 std::to_string(lease_s), "--heartbeat_s", "1",
-                                 "--max_calibration_noise", "1", "--metrics_address",
-                                 "127.0.0.1:0"},
-        dir_ + "/serve.log");
+    std::vector<std::string> argv = {Runfile("cli/densegate"), "serve", "--address", address,
+                                     "--port_file", port_file, "--db", "sqlite:" + dir_ + "/db",
+                                     "--tokens", dir_ + "/tokens", "--lease_s",
+                                     std::to_string(lease_s), "--heartbeat_s", "1",
+                                     "--max_calibration_noise", "1", "--metrics_address",
+                                     "127.0.0.1:0"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    server_ = std::make_unique<Child>(argv, dir_ + "/serve.log");
     // Wait for the port file (written once the server listens).
     for (int i = 0; i < 600 && !std::ifstream(port_file).good(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -122,12 +123,13 @@ class SchedulerTest : public ::testing::Test {
     stub_ = v1::Densegate::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
   }
 
-  std::unique_ptr<Child> StartNode(const std::string& name) {
-    return std::make_unique<Child>(
-        std::vector<std::string>{Runfile("cli/densegate"), "node", "--server", address_, "--token",
-                                 "node-token-001", "--name", name, "--workspace",
-                                 dir_ + "/ws-" + name},
-        dir_ + "/" + name + ".log");
+  std::unique_ptr<Child> StartNode(const std::string& name,
+                                   const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = {Runfile("cli/densegate"), "node", "--server", address_,
+                                     "--token", "node-token-001", "--name", name, "--workspace",
+                                     dir_ + "/ws-" + name};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return std::make_unique<Child>(argv, dir_ + "/" + name + ".log");
   }
 
   grpc::Status Submit(const std::string& token, const std::string& ref, v1::CandidateKind kind,
@@ -330,6 +332,37 @@ TEST_F(SchedulerTest, CiRunsBeforeExperimentsAndCancelStopsARunningJob) {
   v1::Evaluation cancelled = Get(experiment.evaluation().id());
   EXPECT_EQ(cancelled.state(), v1::CANCELLED);
   EXPECT_FALSE(cancelled.has_verdict());
+}
+
+TEST_F(SchedulerTest, TlsServesOnlyEncryptedClientsAndNodes) {
+  // A self-signed certificate for 127.0.0.1, made now.
+  Sh("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=densegate-test "
+     "-addext subjectAltName=IP:127.0.0.1 -keyout " + dir_ + "/key.pem -out " + dir_ +
+     "/cert.pem 2>/dev/null");
+  Branch("comment", "sed -i '1i // no-op' checksum.h");
+  StartServer(30, "127.0.0.1:0",
+              {"--tls_cert", dir_ + "/cert.pem", "--tls_key", dir_ + "/key.pem"});
+  std::ifstream pem_in(dir_ + "/cert.pem");
+  std::stringstream pem;
+  pem << pem_in.rdbuf();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = pem.str();
+  stub_ = v1::Densegate::NewStub(grpc::CreateChannel(address_, grpc::SslCredentials(ssl)));
+  auto plain = v1::Densegate::NewStub(
+      grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer viewer-token-1");
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::GetEvaluationRequest req;
+    req.set_id("ev-unknown");
+    v1::Evaluation e;
+    EXPECT_EQ(plain->GetEvaluation(&ctx, req, &e).error_code(), grpc::StatusCode::UNAVAILABLE);
+  }
+  auto node = StartNode("tls-node", {"--ca", dir_ + "/cert.pem"});
+  v1::SubmitResponse r;
+  ASSERT_TRUE(Submit("ci-token-0001", "comment", v1::CI, &r).ok());
+  EXPECT_EQ(WaitDone(r.evaluation().id()).verdict().decision(), v1::ACCEPT);
 }
 
 TEST_F(SchedulerTest, RolesAndBadRequestsGetPreciseStatuses) {

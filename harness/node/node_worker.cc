@@ -153,8 +153,9 @@ NodeWorker::NodeWorker(NodeWorkerOptions options, ProcessLauncher* launcher)
     : options_(std::move(options)), launcher_(launcher) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(16 << 20);
-  stub_ = v1::NodeService::NewStub(
-      grpc::CreateCustomChannel(options_.server, grpc::InsecureChannelCredentials(), args));
+  stub_ = v1::NodeService::NewStub(grpc::CreateCustomChannel(
+      options_.server,
+      options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials(), args));
   if (options_.name.empty()) {
     char host[256] = {};
     gethostname(host, sizeof host - 1);

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "grpcpp/grpcpp.h"
 #include "harness/process/launcher.h"
 #include "proto/densegate.grpc.pb.h"
 
@@ -30,6 +31,8 @@ namespace densegate::harness {
 struct NodeWorkerOptions {
   std::string server = "127.0.0.1:7433";
   std::string token;  // Bearer token with the node role; empty: none.
+  // nullptr: plaintext.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
   std::string name;   // Unique per node; default: the host name.
   std::string workspace_root;
   std::vector<int> cpus;  // Measured processes are pinned here.
