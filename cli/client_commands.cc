@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -214,7 +215,7 @@ int Submit(SubmitArgs& a) {
 }  // namespace
 
 void AddClientCommands(CLI::App& app, int* exit_code) {
-  auto* sub = new SubmitArgs;
+  auto sub = std::make_shared<SubmitArgs>();
   CLI::App* cmd = app.add_subcommand("submit", "Queue a candidate with the scheduler.");
   AddClientFlags(cmd, &sub->client);
   sub->req.set_repo(".");
@@ -241,7 +242,7 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
     std::string id;
     std::string reason;
   };
-  auto* status = new IdArgs;
+  auto status = std::make_shared<IdArgs>();
   cmd = app.add_subcommand("status", "Show one evaluation.");
   AddClientFlags(cmd, &status->client);
   cmd->add_option("id", status->id, "evaluation id")->required();
@@ -264,13 +265,13 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
     *exit_code = 0;
   });
 
-  auto* watch = new IdArgs;
+  auto watch = std::make_shared<IdArgs>();
   cmd = app.add_subcommand("watch", "Follow an evaluation until it ends; exits with its code.");
   AddClientFlags(cmd, &watch->client);
   cmd->add_option("id", watch->id, "evaluation id")->required();
   cmd->callback([watch, exit_code] { *exit_code = Watch(watch->client, watch->id); });
 
-  auto* cancel = new IdArgs;
+  auto cancel = std::make_shared<IdArgs>();
   cmd = app.add_subcommand("cancel", "Cancel a queued or running evaluation.");
   AddClientFlags(cmd, &cancel->client);
   cmd->add_option("id", cancel->id, "evaluation id")->required();
@@ -299,7 +300,7 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
     ClientArgs client;
     std::string state, kind, repo;
   };
-  auto* list = new ListArgs;
+  auto list = std::make_shared<ListArgs>();
   cmd = app.add_subcommand("list", "List evaluations, newest first.");
   AddClientFlags(cmd, &list->client);
   cmd->add_option("--state", list->state, "queued, running, finished, cancelled or dead");

@@ -1,6 +1,9 @@
 // `densegate node`: a node worker pulling evaluations from the scheduler.
+#include <unistd.h>
+
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -31,6 +34,15 @@ int RunNode(NodeArgs& a) {
     }
     a.options.cpus.push_back(id);
   }
+  if (a.options.workspace_root.empty()) {
+    // One root per node: two nodes on one machine never share a slot.
+    const char* home = std::getenv("HOME");
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    a.options.workspace_root =
+        absl::StrCat(home ? home : "/tmp", "/.cache/densegate/nodes/",
+                     a.options.name.empty() ? std::string(host) : a.options.name);
+  }
   a.options.software_version = absl::StrCat(kVersion, "+", kGitCommit);
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds = ChannelCredentials(a.ca);
   if (!creds.ok()) {
@@ -54,7 +66,7 @@ int RunNode(NodeArgs& a) {
 }  // namespace
 
 void AddNodeCommand(CLI::App& app, int* exit_code) {
-  auto* args = new NodeArgs;
+  auto args = std::make_shared<NodeArgs>();
   if (const char* s = std::getenv("DENSEGATE_SERVER")) args->options.server = s;
   CLI::App* cmd = app.add_subcommand("node", "Run a node worker: pull evaluations and run them.");
   cmd->add_option("--server", args->options.server, "scheduler address ($DENSEGATE_SERVER)")
@@ -63,7 +75,7 @@ void AddNodeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--ca", args->ca, "CA bundle (PEM) to reach a TLS scheduler ($DENSEGATE_CA)");
   cmd->add_option("--name", args->options.name, "node name (default: host name)");
   cmd->add_option("--workspace", args->options.workspace_root,
-                  "worktrees and build caches (default ~/.cache/densegate/workspace)");
+                  "worktrees and build caches (default ~/.cache/densegate/nodes/NAME)");
   cmd->add_option("--cpus", args->cpus, "pin measured processes to these CPUs, e.g. 0,1");
   cmd->add_option("--max_jobs", args->options.max_jobs, "exit after this many jobs (0: never)")
       ->capture_default_str();

@@ -2,6 +2,7 @@
 #include <csignal>
 #include <fstream>
 #include <iostream>
+#include <memory>
 
 #include "absl/synchronization/notification.h"
 #include "cli/command.h"
@@ -74,7 +75,7 @@ int Serve(const ServeArgs& a) {
 }  // namespace
 
 void AddServeCommand(CLI::App& app, int* exit_code) {
-  auto* args = new ServeArgs;
+  auto args = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand("serve", "Run the scheduler: gRPC API for CI, agents and nodes.");
   cmd->add_option("--address", args->address, "host:port to listen on (port 0: any free port)")
       ->capture_default_str();
