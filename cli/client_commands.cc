@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "cli/channel_flags.h"
 #include "cli/command.h"
+#include "cli/terminal_progress.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/densegate.grpc.pb.h"
@@ -120,30 +121,16 @@ int Watch(const ClientArgs& a, const std::string& id) {
   req.set_id(id);
   std::unique_ptr<grpc::ClientReader<v1::EvaluationEvent>> reader = stub->WatchEvaluation(&ctx, req);
   v1::EvaluationEvent ev;
-  const bool tty = isatty(2);
+  TerminalProgress progress;
   while (reader->Read(&ev)) {
     if (a.json) {
       std::cout << Json(ev) << "\n";
-      continue;
-    }
-    if (ev.has_stage()) {
-      std::fprintf(stderr, "%s[%s] %s in %.1f s: %s\n", tty ? "\r\033[K" : "",
-                   Lower(v1::StageKind_Name(ev.stage().kind())).c_str(),
-                   Lower(v1::StageStatus_Name(ev.stage().status()).substr(6)).c_str(),
-                   ev.stage().seconds(),
-                   ev.stage().summary().substr(0, 200).c_str());
+    } else if (ev.has_stage()) {
+      progress.OnStage(ev.stage());
     } else if (ev.has_progress()) {
-      const v1::Progress& p = ev.progress();
-      std::string line = p.repetitions_planned() > 0
-                             ? absl::StrFormat("  %s repetition %d/%d, %s %.3fx",
-                                               Lower(v1::StageKind_Name(p.stage())), p.repetition(),
-                                               p.repetitions_planned(), p.metric(),
-                                               p.current_estimate())
-                             : "  " + p.message();
-      std::fprintf(stderr, tty ? "\r\033[K%s" : "%s\n", line.c_str());
+      progress.OnProgress(ev.progress());
     } else if (ev.event_case() == v1::EvaluationEvent::kState) {
-      std::fprintf(stderr, "%sstate: %s\n", tty ? "\r\033[K" : "",
-                   Lower(v1::EvaluationState_Name(ev.state())).c_str());
+      progress.Line("state: " + Lower(v1::EvaluationState_Name(ev.state())));
     }
   }
   grpc::Status s = reader->Finish();

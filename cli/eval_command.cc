@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "cli/build_info.h"
 #include "cli/command.h"
+#include "cli/terminal_progress.h"
 #include "harness/evaluator.h"
 #include "harness/feedback.h"
 
@@ -27,43 +28,6 @@ struct EvalArgs {
   bool json = false;
   bool override_protected = false;
   std::string override_reason;
-};
-
-// Live progress on stderr: one line per stage, a rewritten line for
-// repetitions when stderr is a terminal.
-class TerminalProgress : public harness::EvalListener {
- public:
-  void OnStage(const v1::Stage& s) override {
-    std::string name = absl::AsciiStrToLower(v1::StageKind_Name(s.kind()));
-    if (s.status() == v1::STAGE_RUNNING) {
-      Line(absl::StrFormat("[%s] running", name));
-    } else {
-      std::string status = v1::StageStatus_Name(s.status()).substr(6);
-      Line(absl::StrFormat("[%s] %s in %.1f s: %s", name, absl::AsciiStrToLower(status),
-                           s.seconds(), s.summary().substr(0, 300)));
-    }
-  }
-  void OnProgress(const v1::Progress& p) override {
-    std::string text =
-        p.repetitions_planned() > 0
-            ? absl::StrFormat("  repetition %d/%d, %s pair ratio %.3fx", p.repetition(),
-                              p.repetitions_planned(), p.metric(), p.current_estimate())
-            : "  " + p.message();
-    if (isatty(2)) {
-      std::fprintf(stderr, "\r\033[K%s", text.c_str());
-      pending_ = true;
-    } else {
-      Line(text);
-    }
-  }
-
- private:
-  void Line(const std::string& text) {
-    if (pending_) std::fprintf(stderr, "\n");
-    pending_ = false;
-    std::fprintf(stderr, "%s\n", text.c_str());
-  }
-  bool pending_ = false;
 };
 
 absl::StatusOr<v1::Claim> ParseClaim(const std::string& text) {
