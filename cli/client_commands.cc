@@ -1,8 +1,7 @@
 // The client side of the scheduler API: `densegate submit | status | watch |
 // list | cancel`, each with --json. Server and token come from --server /
 // --token or $DENSEGATE_SERVER / $DENSEGATE_TOKEN.
-#include <unistd.h>
-
+#include <climits>
 #include <cstdlib>
 #include <iostream>
 #include <memory>

@@ -1,8 +1,5 @@
 // `densegate eval`: evaluate one candidate commit against its baseline on
 // this machine, the way a node does, and print the verdict.
-#include <unistd.h>
-
-#include <cstdio>
 #include <iostream>
 #include <random>
 
