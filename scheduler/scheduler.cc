@@ -297,9 +297,12 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
     while (true) {
       absl::StatusOr<v1::Node> node = s_->store_->GetNode(req->node_id());
       if (!node.ok()) return ToGrpc(node.status());
-      if (node->state() == v1::QUARANTINED && s_->RecalibrationDue(node->id())) {
-        // A quarantined node measures itself again now and then; it gets
-        // gate work back once its noise is within the budget.
+      // A calibrating node always has its calibration job queued (so the
+      // claim below, calibration first, never hands it gate work), and a
+      // quarantined one measures itself again now and then; it gets gate
+      // work back once its noise is within the budget.
+      if (node->state() == v1::CALIBRATING ||
+          (node->state() == v1::QUARANTINED && s_->RecalibrationDue(node->id()))) {
         absl::StatusOr<int64_t> job =
             s_->store_->EnqueueCalibration(node->id(), s_->options_.max_attempts);
         if (!job.ok() && job.status().code() != absl::StatusCode::kAlreadyExists) {
