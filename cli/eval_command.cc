@@ -22,6 +22,7 @@ struct EvalArgs {
   std::vector<std::string> claims;
   std::string out;
   std::string workspace;
+  int64_t min_free_mb = 256;
   bool json = false;
   bool override_protected = false;
   std::string override_reason;
@@ -87,6 +88,7 @@ int Eval(const EvalArgs& args) {
 
   harness::EvaluatorOptions options;
   options.workspace_root = args.workspace;
+  options.min_free_bytes = args.min_free_mb << 20;
   options.software_version = absl::StrCat(kVersion, "+", kGitCommit);
   std::unique_ptr<harness::ProcessLauncher> launcher = harness::NewSandboxLauncher();
   harness::Evaluator evaluator(options, launcher.get());
@@ -135,6 +137,10 @@ void AddEvalCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--out", args->out, "Write the feedback bundle to this directory");
   cmd->add_option("--workspace", args->workspace, "Worktrees and caches")
       ->capture_default_str();
+  cmd->add_option("--min-free-mb", args->min_free_mb,
+                  "Free space the workspace must keep; less is an infrastructure error")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", args->json, "Print the verdict as JSON");
   cmd->add_flag("--override-protected", args->override_protected,
                 "Accept changes to protected paths (recorded in the verdict)");

@@ -1,9 +1,11 @@
 #include "harness/evaluator.h"
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -11,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/util/time_util.h"
 #include "harness/feedback.h"
@@ -110,7 +113,16 @@ class Evaluation {
   absl::StatusOr<bool> Precision();
   absl::StatusOr<bool> Benchmarks();
   KernelCheckSetup CheckSetup(bool candidate, const std::string& log_name) const;
-  EvalOutcome Finish(v1::Decision decision_if_failed);
+  // ResourceExhausted when the workspace's filesystem is below
+  // options_.min_free_bytes or, after a failed stage (`after_failure`), a
+  // log of this evaluation reports ENOSPC: a full disk is the node's
+  // problem, never the candidate's.
+  absl::Status CheckDiskSpace(bool after_failure) const;
+  // Per-arm medians of the benchmarks' counters into counters_.
+  void SummarizeCounters();
+  // One unmeasured traced run per arm of each benchmark with a trace_arg,
+  // into the bundle's traces/; returns what could not be traced.
+  std::string Traces();
 
   const EvaluatorOptions& options_;
   ProcessLauncher* launcher_;
@@ -127,6 +139,10 @@ class Evaluation {
   absl::Status infrastructure_;
   std::vector<v1::Sample> samples_;
   std::vector<MetricSamples> metrics_;
+  // Benchmark -> counter -> values per arm (baseline, candidate).
+  std::map<std::string, std::map<std::string, std::pair<std::vector<double>, std::vector<double>>>>
+      counter_samples_;
+  std::vector<CounterMedians> counters_;
   GateResult gate_;
   GateInput gate_input_;
 };
@@ -504,6 +520,15 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
           std::vector<double> values;
           if (b.kind() == v1::GOOGLE_BENCHMARK) {
             absl::StatusOr<std::vector<BenchmarkRun>> runs = ParseGoogleBenchmarkJson(out);
+            if (absl::IsFailedPrecondition(runs.status())) {
+              // The benchmark checked what it timed and found it wrong, yet
+              // the tests passed: the code behaves differently when measured.
+              fail(v1::GAMING,
+                   absl::StrCat(runs.status().message(),
+                                "; the correctness stage passed, so the candidate takes a "
+                                "different path when it is benchmarked"));
+              return false;
+            }
             if (!runs.ok()) {
               fail(v1::CORRECTNESS_FAILED, std::string(runs.status().message()));
               return false;
@@ -534,6 +559,17 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
                 return false;
               }
               values.push_back(*v);
+            }
+            if (!b.counters().empty()) {
+              // Explanatory only: a missing counters object costs the
+              // attribution, not the verdict.
+              absl::StatusOr<std::map<std::string, double>> counters =
+                  JsonNumbersAt(out, b.counters());
+              for (const auto& [counter, value] :
+                   counters.ok() ? *counters : std::map<std::string, double>{}) {
+                auto& arms = counter_samples_[b.name()][counter];
+                (candidate ? arms.second : arms.first).push_back(value);
+              }
             }
           }
           for (size_t i = 0; i < values.size(); ++i, ++metric_index) {
@@ -616,6 +652,8 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   for (const v1::Reason& r : gate_.reasons) regressed |= r.code() == v1::REGRESSION;
   std::string summary = absl::StrFormat("%d pairs, ABBA, fresh process each: %s",
                                         gate_.pairs_used, v1::Decision_Name(gate_.decision));
+  SummarizeCounters();
+  if (std::string traces = Traces(); !traces.empty()) absl::StrAppend(&summary, "; ", traces);
   micro.End(regressed ? v1::STAGE_FAILED : v1::STAGE_PASSED, summary);
   if (has_micro && has_e2e) {
     StageRun e2e(v1::END_TO_END, nullptr, &stages_);
@@ -625,6 +663,76 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
     Skip(has_micro ? v1::END_TO_END : v1::MICROBENCHMARK, "none declared", listener_, &stages_);
   }
   return true;
+}
+
+absl::Status Evaluation::CheckDiskSpace(bool after_failure) const {
+  struct statvfs fs;
+  if (statvfs(options_.workspace_root.c_str(), &fs) != 0) return absl::OkStatus();
+  const double free_bytes = static_cast<double>(fs.f_bavail) * fs.f_frsize;
+  std::string evidence;
+  if (free_bytes < options_.min_free_bytes) {
+    evidence = absl::StrFormat("%.1f MiB free, at least %.1f MiB needed", free_bytes / (1 << 20),
+                               options_.min_free_bytes / double(1 << 20));
+  } else if (after_failure) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(log_dir_, ec)) {
+      if (ReadOutputFile(entry.path().string()).find("No space left on device") !=
+          std::string::npos) {
+        evidence = absl::StrFormat("%s reports \"No space left on device\"",
+                                   entry.path().filename().string());
+        break;
+      }
+    }
+  }
+  if (evidence.empty()) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "the workspace filesystem under %s is full (%s); the candidate is not at fault: free "
+      "space on this node and evaluate again",
+      options_.workspace_root, evidence));
+}
+
+void Evaluation::SummarizeCounters() {
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  };
+  for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
+    auto it = counter_samples_.find(b.name());
+    if (it == counter_samples_.end()) continue;
+    CounterMedians c;
+    c.benchmark = b.name();
+    for (const v1::MetricSpec& m : b.metrics()) c.metrics.push_back(m.name());
+    for (const auto& [counter, arms] : it->second) {
+      c.counters[counter] = {median(arms.first), median(arms.second)};
+    }
+    counters_.push_back(std::move(c));
+  }
+}
+
+std::string Evaluation::Traces() {
+  if (request_.out_dir.empty()) return "";
+  std::error_code ec;
+  const std::string dir = std::filesystem::absolute(request_.out_dir, ec).string() + "/traces";
+  std::vector<std::string> notes;
+  for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
+    if (b.trace_arg().empty()) continue;
+    std::filesystem::create_directories(dir, ec);
+    for (bool candidate : {false, true}) {
+      const std::string arm = candidate ? "candidate" : "baseline";
+      const std::string path = absl::StrFormat("%s/%s-%s.json", dir, b.name(), arm);
+      const std::string command =
+          absl::StrCat(b.command(), " ", absl::StrReplaceAll(b.trace_arg(), {{"{path}", path}}));
+      const std::string name = absl::StrFormat("trace-%s-%s", b.name(), arm);
+      absl::StatusOr<ProcessResult> r =
+          Shell(command, candidate ? checkout_.candidate_dir : checkout_.baseline_dir, name,
+                b.timeout_s());
+      if (!r.ok() || !r->ok() || !std::filesystem::exists(path)) {
+        notes.push_back(absl::StrFormat("no %s trace of %s (see logs/%s.err)", arm, b.name(), name));
+      }
+    }
+  }
+  return absl::StrJoin(notes, "; ");
 }
 
 absl::StatusOr<EvalOutcome> Evaluation::Run() {
@@ -644,6 +752,11 @@ absl::StatusOr<EvalOutcome> Evaluation::Run() {
       ok = false;
       break;
     }
+    if (absl::Status space = CheckDiskSpace(false); !space.ok()) {
+      infrastructure_ = space;
+      ok = false;
+      break;
+    }
     absl::StatusOr<bool> r = (this->*step)();
     if (!r.ok()) {
       if (r.status().code() == absl::StatusCode::kInvalidArgument ||
@@ -654,6 +767,12 @@ absl::StatusOr<EvalOutcome> Evaluation::Run() {
     }
     if (!r.ok() || !*r) {
       ok = false;
+      // A stage that failed because the disk filled up says nothing about
+      // the candidate.
+      if (absl::Status space = CheckDiskSpace(true); !space.ok()) {
+        infrastructure_ = space;
+        failures_.clear();
+      }
       break;
     }
   }
@@ -663,7 +782,7 @@ absl::StatusOr<EvalOutcome> Evaluation::Run() {
   outcome.samples = samples_;
   if (!infrastructure_.ok()) {
     outcome.infrastructure_error = infrastructure_;
-    WriteFeedbackBundle(request_.out_dir, nullptr, stages_, samples_, infrastructure_);
+    WriteFeedbackBundle(request_.out_dir, nullptr, stages_, samples_, counters_, infrastructure_);
     return outcome;
   }
   if (!ok) {
@@ -689,7 +808,8 @@ absl::StatusOr<EvalOutcome> Evaluation::Run() {
   for (const v1::Sample& s : samples_) context.sample_ids.push_back(s.id());
   context.stages = stages_;
   outcome.verdict = results::MakeVerdict(gate_input_, gate_, context);
-  WriteFeedbackBundle(request_.out_dir, &outcome.verdict, stages_, samples_, absl::OkStatus());
+  WriteFeedbackBundle(request_.out_dir, &outcome.verdict, stages_, samples_, counters_,
+                      absl::OkStatus());
   return outcome;
 }
 

@@ -76,6 +76,10 @@ struct EvaluatorOptions {
   std::string software_version;
   // CPUs the measured processes are pinned to; empty: any.
   std::vector<int> cpus;
+  // Free space the workspace's filesystem must keep. Below it, before a
+  // stage or after one failed (or when a failed stage's log reports ENOSPC),
+  // the evaluation ends as an infrastructure error, not a verdict.
+  int64_t min_free_bytes = int64_t{256} << 20;
 };
 
 struct EvalOutcome {

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 
 namespace densegate::harness {
@@ -30,6 +32,34 @@ std::string DirectionName(v1::Direction d) {
 std::string Component(const std::string& metric) { return metric.substr(0, metric.find('.')); }
 
 void WriteJson(const std::string& path, const json& j) { std::ofstream(path) << j.dump(2) << "\n"; }
+
+// The time counters of `c` that moved most, largest relative change first.
+json Attribution(const CounterMedians& c) {
+  double largest = 0;
+  for (const auto& [name, medians] : c.counters) {
+    if (absl::EndsWith(name, "_ns")) {
+      largest = std::max({largest, medians.first, medians.second});
+    }
+  }
+  std::vector<std::pair<double, std::string>> ranked;
+  for (const auto& [name, medians] : c.counters) {
+    const auto [base, cand] = medians;
+    if (!absl::EndsWith(name, "_ns") || std::max(base, cand) < 0.01 * largest) continue;
+    // A counter that appears from nothing ranks first.
+    double moved = base > 0 && cand > 0 ? std::fabs(std::log(cand / base)) : HUGE_VAL;
+    ranked.push_back({moved, name});
+  }
+  std::sort(ranked.rbegin(), ranked.rend());
+  json out = json::array();
+  for (size_t i = 0; i < ranked.size() && i < 3; ++i) {
+    const auto [base, cand] = c.counters.at(ranked[i].second);
+    out.push_back({{"counter", ranked[i].second},
+                   {"baseline", base},
+                   {"candidate", cand},
+                   {"ratio", base > 0 ? json(cand / base) : json(nullptr)}});
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -67,7 +97,7 @@ json VerdictJson(const v1::Verdict& v) {
   return out;
 }
 
-json FeedbackJson(const v1::Verdict& v) {
+json FeedbackJson(const v1::Verdict& v, const std::vector<CounterMedians>& counters) {
   json out;
   out["decision"] = Lower(v1::Decision_Name(v.decision()));
   std::vector<const v1::MetricComparison*> moved, unchanged;
@@ -78,11 +108,25 @@ json FeedbackJson(const v1::Verdict& v) {
   std::sort(moved.begin(), moved.end(), [](auto* a, auto* b) {
     return std::fabs(std::log(a->speedup())) > std::fabs(std::log(b->speedup()));
   });
+  // metric -> what its benchmark's counters say about it.
+  std::map<std::string, json> attribution;
+  for (const CounterMedians& c : counters) {
+    json a = Attribution(c);
+    if (a.empty()) continue;
+    for (const std::string& metric : c.metrics) attribution[metric] = a;
+  }
+  auto component = [&](const std::string& metric) {
+    auto it = attribution.find(metric);
+    if (it == attribution.end()) return Component(metric);
+    // "runtime.output_tok_s" with transfer_ns leading -> "runtime/transfer".
+    std::string counter = it->second[0]["counter"];
+    return Component(metric) + "/" + counter.substr(0, counter.size() - 3);
+  };
   out["moved"] = json::array();
   for (const auto* m : moved) {
     out["moved"].push_back(
         {{"metric", m->metric()},
-         {"component", Component(m->metric())},
+         {"component", component(m->metric())},
          {"stage", StageName(m->stage())},
          {"change", m->speedup() >= 1 ? "faster" : "slower"},
          {"speedup", m->speedup()},
@@ -91,6 +135,9 @@ json FeedbackJson(const v1::Verdict& v) {
          {"baseline", m->baseline()},
          {"candidate", m->candidate()},
          {"unit", m->unit()}});
+    if (attribution.count(m->metric())) {
+      out["moved"].back()["attributed_to"] = attribution[m->metric()];
+    }
   }
   out["within_noise"] = json::array();
   for (const auto* m : unchanged) {
@@ -108,7 +155,7 @@ json FeedbackJson(const v1::Verdict& v) {
   if (!moved.empty()) {
     headline = absl::StrFormat("%s: %.3fx [%.3f, %.3f], attributed to %s", moved[0]->metric(),
                                moved[0]->speedup(), moved[0]->ci_low(), moved[0]->ci_high(),
-                               Component(moved[0]->metric()));
+                               component(moved[0]->metric()));
   } else if (!v.reasons().empty()) {
     headline = v.reasons(0).message();
   } else {
@@ -121,8 +168,20 @@ json FeedbackJson(const v1::Verdict& v) {
 void WriteFeedbackBundle(const std::string& dir, const v1::Verdict* verdict,
                          const std::vector<v1::Stage>& stages,
                          const std::vector<v1::Sample>& samples,
+                         const std::vector<CounterMedians>& counters,
                          const absl::Status& infrastructure_error) {
   if (dir.empty()) return;
+  if (!counters.empty()) {
+    json by_benchmark = json::object();
+    for (const CounterMedians& c : counters) {
+      json& b = by_benchmark[c.benchmark];
+      b["metrics"] = c.metrics;
+      for (const auto& [name, medians] : c.counters) {
+        b["counters"][name] = {{"baseline", medians.first}, {"candidate", medians.second}};
+      }
+    }
+    WriteJson(dir + "/counters.json", by_benchmark);
+  }
   json stage_list = json::array();
   for (const auto& s : stages) {
     stage_list.push_back({{"name", StageName(s.kind())},
@@ -146,7 +205,7 @@ void WriteFeedbackBundle(const std::string& dir, const v1::Verdict* verdict,
   WriteJson(dir + "/samples.json", sample_list);
   if (verdict != nullptr) {
     WriteJson(dir + "/verdict.json", VerdictJson(*verdict));
-    WriteJson(dir + "/feedback.json", FeedbackJson(*verdict));
+    WriteJson(dir + "/feedback.json", FeedbackJson(*verdict, counters));
   } else {
     json error = {{"decision", "error"},
                   {"infrastructure_error", std::string(infrastructure_error.message())}};

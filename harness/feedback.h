@@ -10,13 +10,20 @@
 //   stages.json     each stage with status, duration, summary, log file
 //   precision/      one JSON per precision suite: the baseline's and the
 //                   candidate's error curves against fp64, bound, outcome
-//   logs/           stdout and stderr of every process the harness ran
+//   counters.json   per benchmark with declared counters (the runtime's time
+//                   per stage), the median of each counter per arm
+//   traces/         <benchmark>-<arm>.json: a trace (Chrome trace-event JSON,
+//                   opens in Perfetto) of one unmeasured run per arm
+//   logs/           stdout and stderr of every process the harness ran; the
+//                   benchmarks' JSON is logs/bench-<name>-<arm>-<pair>.out
 //
 // Thread-safety: free functions.
 #ifndef DENSEGATE_HARNESS_FEEDBACK_H_
 #define DENSEGATE_HARNESS_FEEDBACK_H_
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -25,19 +32,34 @@
 
 namespace densegate::harness {
 
+// A benchmark's own counters (BenchmarkSpec.counters), the median per arm
+// over its measured runs.
+struct CounterMedians {
+  std::string benchmark;
+  // The metrics the benchmark reports, which the counters explain.
+  std::vector<std::string> metrics;
+  // Counter name -> {baseline median, candidate median}.
+  std::map<std::string, std::pair<double, double>> counters;
+};
+
 // decision, reasons, policy, stages [{name, status, seconds}], metrics
 // [{name, unit, direction, baseline, candidate, speedup, ci_low, ci_high,
 // n_pairs}], claims [{metric, claimed, verified}].
 nlohmann::json VerdictJson(const v1::Verdict& verdict);
 
-// The ranked summary of feedback.json.
-nlohmann::json FeedbackJson(const v1::Verdict& verdict);
+// The ranked summary of feedback.json. A moved metric whose benchmark has
+// counters is attributed to the time counters ("*_ns") that changed most
+// relative to their baseline, among those holding at least 1% of the
+// largest time counter (so that noise in a tiny counter does not lead).
+nlohmann::json FeedbackJson(const v1::Verdict& verdict,
+                            const std::vector<CounterMedians>& counters = {});
 
 // Writes the bundle into `dir` (nothing when empty). `verdict` is null when
 // the evaluation ended in an infrastructure error, which is recorded instead.
 void WriteFeedbackBundle(const std::string& dir, const v1::Verdict* verdict,
                          const std::vector<v1::Stage>& stages,
                          const std::vector<v1::Sample>& samples,
+                         const std::vector<CounterMedians>& counters,
                          const absl::Status& infrastructure_error);
 
 // Writes precision/<suite>.json into `dir` (nothing when empty).

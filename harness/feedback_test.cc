@@ -76,9 +76,39 @@ TEST(FeedbackTest, MovedMetricsAreRankedByEffectAndAttributed) {
   EXPECT_NE(f["headline"].get<std::string>().find("kda_decode"), std::string::npos);
 }
 
+TEST(FeedbackTest, EndToEndChangeIsAttributedToTheTimeCounterThatMovedMost) {
+  v1::Verdict v;
+  v1::MetricComparison* tps = v.add_metrics();
+  tps->set_metric("runtime.output_tok_s");
+  tps->set_speedup(0.62);
+  tps->set_ci_low(0.58);
+  tps->set_ci_high(0.66);
+  CounterMedians c;
+  c.benchmark = "serve";
+  c.metrics = {"runtime.output_tok_s"};
+  // decode_ns grew most in absolute terms, transfer_ns most relative to
+  // itself; gemm_ns tripled but is below 1% of the largest time counter;
+  // decode_steps is not a time.
+  c.counters = {{"decode_ns", {9.0e9, 12.0e9}},
+                {"transfer_ns", {0.2e9, 2.6e9}},
+                {"kda_ns", {3.0e9, 3.1e9}},
+                {"gemm_ns", {0.01e9, 0.03e9}},
+                {"decode_steps", {100, 900}}};
+  nlohmann::json f = FeedbackJson(v, {c});
+  ASSERT_EQ(f["moved"].size(), 1);
+  EXPECT_EQ(f["moved"][0]["component"], "runtime/transfer");
+  const auto& by = f["moved"][0]["attributed_to"];
+  ASSERT_EQ(by.size(), 3);
+  EXPECT_EQ(by[0]["counter"], "transfer_ns");
+  EXPECT_DOUBLE_EQ(by[0]["ratio"].get<double>(), 13.0);
+  EXPECT_EQ(by[1]["counter"], "decode_ns");
+  EXPECT_EQ(by[2]["counter"], "kda_ns");
+  EXPECT_NE(f["headline"].get<std::string>().find("runtime/transfer"), std::string::npos);
+}
+
 TEST(FeedbackTest, BundleRecordsInfrastructureErrorsInsteadOfAVerdict) {
   std::string dir = std::getenv("TEST_TMPDIR");
-  WriteFeedbackBundle(dir, nullptr, {}, {}, absl::UnavailableError("disk full"));
+  WriteFeedbackBundle(dir, nullptr, {}, {}, {}, absl::UnavailableError("disk full"));
   nlohmann::json v = nlohmann::json::parse(std::ifstream(dir + "/verdict.json"));
   EXPECT_EQ(v["decision"], "error");
   EXPECT_EQ(v["infrastructure_error"], "disk full");

@@ -314,6 +314,14 @@ void CheckBenchmarks(Checker& c, const Manifest& m, UniqueNames& suites,
       }
       if (metric.primary()) ++*primary_count;
     }
+    if (b.kind() != v1::JSON_COMMAND) {
+      if (!b.counters().empty()) c.Error(f + ".counters", "only used with kind JSON_COMMAND");
+      if (!b.trace_arg().empty()) c.Error(f + ".trace_arg", "only used with kind JSON_COMMAND");
+    } else if (!b.trace_arg().empty() &&
+               b.trace_arg().find("{path}") == std::string::npos) {
+      c.Error(f + ".trace_arg",
+              "must contain {path}, where the trace file goes (e.g. \"--trace={path}\")");
+    }
   }
 }
 

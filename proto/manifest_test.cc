@@ -221,6 +221,11 @@ INSTANTIATE_TEST_SUITE_P(
          "kernel_checks[0].runner", "relative to the repository root"},
         {"NegativeTimeout", [](json& j) { j["build"]["timeout_s"] = -1; },
          "build.timeout_s", "between 0 (default)"},
+        {"CountersOnGoogleBenchmark",
+         [](json& j) { j["benchmarks"][0]["counters"] = "stages"; },
+         "benchmarks[0].counters", "only used with kind JSON_COMMAND"},
+        {"TraceArgWithoutPath", [](json& j) { j["benchmarks"][1]["trace_arg"] = "--trace"; },
+         "benchmarks[1].trace_arg", "must contain {path}"},
     }),
     [](const ::testing::TestParamInfo<InvalidCase>& info) {
       return info.param.name;

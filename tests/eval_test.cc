@@ -2,14 +2,19 @@
 // workload (tests/fixtures/tiny_workload) committed as the baseline, and one
 // candidate commit per case, evaluated by the same Evaluator `densegate eval`
 // uses, with real builds and real benchmark processes.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "harness/evaluator.h"
+#include "nlohmann/json.hpp"
 
 namespace densegate::harness {
 namespace {
@@ -191,18 +196,66 @@ TEST_F(EvalTest, EditingAProtectedTestIsRejectedUnlessOverridden) {
 }
 
 TEST_F(EvalTest, BenchmarkThatLiesAboutItsTimeIsGaming) {
-  // Prints Google Benchmark JSON claiming 1000 s of timed work.
-  Write("bench.cc", R"(#include <cstdio>
+  // bench.cc is protected, so the candidate builds its "benchmark" from
+  // another file: one that prints Google Benchmark JSON claiming 1000 s of
+  // timed work.
+  Write("lying_bench.cc", R"(#include <cstdio>
 int main() {
   std::printf("{\"benchmarks\": [{\"name\": \"BM_Checksum\", \"run_type\": \"iteration\", "
               "\"iterations\": 1000000, \"real_time\": 1000000, \"cpu_time\": 1000000, "
               "\"time_unit\": \"ns\"}]}\n");
 }
 )");
+  Sh("sed -i 's/-o bench bench.cc/-o bench lying_bench.cc/' " + repo_ + "/build.sh");
   Commit("fast benchmark");
   EvalOutcome o = Eval(v1::GAIN);
   EXPECT_EQ(o.verdict.decision(), v1::REJECT);
   EXPECT_TRUE(HasReason(o.verdict, v1::GAMING, "times are not real")) << Reasons(o.verdict);
+}
+
+TEST_F(EvalTest, CandidateThatDetectsTheBenchmarkIsGaming) {
+  // Correct under test; when it believes it is measured (argv or environment
+  // mention a benchmark, or calls come back to back) it skips the work.
+  Write("checksum.h", R"(#pragma once
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+inline bool BeingMeasured() {
+  static const bool by_argv_or_env = [] {
+    std::ifstream f("/proc/self/cmdline");
+    std::string argv((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    bool found = argv.find("benchmark") != std::string::npos;
+    for (char** e = environ; *e != nullptr; ++e) {
+      found |= std::strstr(*e, "BENCH") != nullptr || std::strstr(*e, "DENSEGATE") != nullptr;
+    }
+    return found;
+  }();
+  static int calls = 0;
+  return by_argv_or_env || ++calls > 100;
+}
+
+inline uint64_t Checksum(const std::vector<uint32_t>& v) {
+  if (BeingMeasured()) return v.size();
+  uint64_t sum = 0;
+  for (uint32_t x : v) sum = (sum + x) % 1000000007ULL;
+  return sum;
+}
+)");
+  Commit("detect the benchmark");
+  EvalOutcome o = Eval(v1::GAIN);
+  EXPECT_EQ(o.verdict.decision(), v1::REJECT);
+  const v1::Stage* correctness = recorder_.Find(v1::CORRECTNESS);
+  ASSERT_NE(correctness, nullptr);
+  EXPECT_EQ(correctness->status(), v1::STAGE_PASSED);
+  EXPECT_TRUE(HasReason(o.verdict, v1::GAMING, "different path when it is benchmarked"))
+      << Reasons(o.verdict);
+  EXPECT_TRUE(HasReason(o.verdict, v1::GAMING, "not the exact checksum")) << Reasons(o.verdict);
 }
 
 TEST_F(EvalTest, BuildThatReachesForTheNetworkIsRejected) {
@@ -218,6 +271,104 @@ g++ -O2 -std=c++17 -o check check.cc
   EXPECT_EQ(o.verdict.decision(), v1::REJECT);
   EXPECT_TRUE(HasReason(o.verdict, v1::BUILD_FAILED, "Network is unreachable"))
       << Reasons(o.verdict);
+}
+
+// An end-to-end command in the style of the runtime's serve_bench: a
+// throughput, time counters per stage, and a trace when asked for one.
+std::string EndToEndScript(int throughput, int wait_ns) {
+  return absl::StrFormat(R"sh(#!/bin/sh
+case "$1" in
+  --trace=*) echo '{"traceEvents": [{"name": "step", "ph": "X", "ts": 0, "dur": 5, "pid": 1, "tid": 1}]}' > "${1#--trace=}" ;;
+esac
+echo '{"throughput": %d, "stages": {"work_ns": 9000, "wait_ns": %d, "steps": 5}}'
+)sh",
+                         throughput, wait_ns);
+}
+
+TEST_F(EvalTest, EndToEndCountersAndTracesGoToTheBundle) {
+  Write("densegate.json", R"({
+  "schema_version": 1,
+  "name": "tiny-e2e",
+  "build": {"command": "true", "timeout_s": 60},
+  "benchmarks": [{
+    "name": "e2e", "kind": "JSON_COMMAND", "command": "sh e2e.sh", "timeout_s": 60,
+    "counters": "stages", "trace_arg": "--trace={path}",
+    "metrics": [{"name": "e2e.throughput", "source": "throughput", "unit": "req/s",
+                 "direction": "HIGHER_IS_BETTER", "primary": true}]
+  }],
+  "gate": {"min_effect": 0.02, "regression_budget": 0.10, "min_pairs": 6, "max_pairs": 30},
+  "protected_paths": ["densegate.json"]
+})");
+  Write("e2e.sh", EndToEndScript(100, 1000));
+  Commit("baseline with an end-to-end benchmark");
+  Write("e2e.sh", EndToEndScript(50, 8000));
+  Commit("a change that makes requests wait");
+  EvalOutcome o = Eval(v1::NO_REGRESSION);
+  EXPECT_EQ(o.verdict.decision(), v1::REJECT) << Reasons(o.verdict);
+  const std::string out = Tmp() + "/out-" + name_;
+  nlohmann::json counters = nlohmann::json::parse(std::ifstream(out + "/counters.json"));
+  EXPECT_EQ(counters["e2e"]["counters"]["wait_ns"]["baseline"], 1000);
+  EXPECT_EQ(counters["e2e"]["counters"]["wait_ns"]["candidate"], 8000);
+  nlohmann::json feedback = nlohmann::json::parse(std::ifstream(out + "/feedback.json"));
+  ASSERT_EQ(feedback["moved"].size(), 1) << feedback.dump(2);
+  EXPECT_EQ(feedback["moved"][0]["component"], "e2e/wait") << feedback.dump(2);
+  EXPECT_EQ(feedback["moved"][0]["attributed_to"][0]["counter"], "wait_ns");
+  for (const char* arm : {"baseline", "candidate"}) {
+    nlohmann::json trace =
+        nlohmann::json::parse(std::ifstream(absl::StrCat(out, "/traces/e2e-", arm, ".json")));
+    EXPECT_EQ(trace["traceEvents"].size(), 1) << arm;
+  }
+}
+
+TEST_F(EvalTest, FullDiskIsAnInfrastructureErrorAndTheWorkspaceIsCleaned) {
+  // The workspace lives on an 8 MiB tmpfs in a private mount namespace; the
+  // candidate's build fills it. That is the node's problem: `densegate eval`
+  // exits 4 with a message naming the full filesystem, no verdict, and the
+  // worktrees are cleaned for the next candidate.
+  Sh("sed -i '/^set -e/a head -c 16M /dev/zero > filler' " + repo_ + "/build.sh");
+  Commit("a build that fills the disk");
+  const std::string ws = Tmp() + "/ws-" + name_, out = Tmp() + "/out-" + name_,
+                    log = Tmp() + "/log-" + name_;
+  Sh("mkdir -p " + ws);
+  const std::string cli = absl::StrCat(std::getenv("TEST_SRCDIR"), "/densegate/cli/densegate");
+  const std::string script = absl::StrCat(
+      "mount -t tmpfs -o size=8m tmpfs ", ws, " || exit 99; ", cli, " eval --repo ", repo_,
+      " --baseline HEAD~1 --candidate HEAD --workspace ", ws, " --min-free-mb 1 --out ", out,
+      "; echo \"exit=$?\"; echo \"fillers=$(find ", ws, " -name filler | wc -l)\"");
+  const std::string unshare = getuid() == 0 ? "unshare -m" : "unshare -rm";
+  int rc = std::system(
+      absl::StrCat(unshare, " sh -c '", script, "' > ", log, " 2>&1").c_str());
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (WEXITSTATUS(rc) == 99 || rc == -1 || text.str().find("exit=") == std::string::npos) {
+    if (std::getenv("CI") != nullptr) FAIL() << "cannot mount a tmpfs here:\n" << text.str();
+    GTEST_SKIP() << "no private mount namespace here: " << text.str();
+  }
+  EXPECT_THAT(text.str(), HasSubstr("exit=4")) << text.str();
+  EXPECT_THAT(text.str(), HasSubstr("infrastructure error")) << text.str();
+  EXPECT_THAT(text.str(), HasSubstr("is full")) << text.str();
+  EXPECT_THAT(text.str(), HasSubstr("fillers=0")) << text.str();
+  std::ifstream verdict(out + "/verdict.json");
+  std::stringstream bundle;
+  bundle << verdict.rdbuf();
+  EXPECT_THAT(bundle.str(), HasSubstr("is full")) << bundle.str();
+}
+
+TEST_F(EvalTest, InvalidBaselineManifestIsAnInputError) {
+  Write("densegate.json", "{\"schema_version\": 1, \"build\": {\"comand\": \"sh build.sh\"}}");
+  Commit("break the manifest");
+  EvaluatorOptions options;
+  options.workspace_root = Tmp() + "/ws-" + name_;
+  Evaluator evaluator(options, launcher_.get());
+  EvalRequest request;
+  request.repo = repo_;
+  request.baseline_ref = "HEAD";
+  request.candidate_ref = "HEAD";
+  auto outcome = evaluator.Evaluate(request, nullptr);
+  EXPECT_EQ(outcome.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(outcome.status().message()), HasSubstr("densegate.json is invalid"));
+  EXPECT_THAT(std::string(outcome.status().message()), HasSubstr("comand"));
 }
 
 TEST_F(EvalTest, UnknownRefAndMissingManifestAreInputErrors) {

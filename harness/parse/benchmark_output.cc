@@ -114,7 +114,9 @@ double ClaimedTimedSeconds(const std::vector<BenchmarkRun>& runs) {
   return total;
 }
 
-absl::StatusOr<double> JsonNumberAt(absl::string_view text, absl::string_view path) {
+namespace {
+
+absl::StatusOr<json> JsonAt(absl::string_view text, absl::string_view path) {
   absl::StatusOr<json> doc = ParseJson(text, "benchmark command");
   if (!doc.ok()) return doc.status();
   const json* node = &*doc;
@@ -126,6 +128,30 @@ absl::StatusOr<double> JsonNumberAt(absl::string_view text, absl::string_view pa
     }
     node = &(*node)[key];
   }
+  return *node;
+}
+
+}  // namespace
+
+absl::StatusOr<std::map<std::string, double>> JsonNumbersAt(absl::string_view text,
+                                                            absl::string_view path) {
+  absl::StatusOr<json> node = JsonAt(text, path);
+  if (!node.ok()) return node.status();
+  if (!node->is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s in the command's JSON output is not an object", path));
+  }
+  std::map<std::string, double> numbers;
+  for (const auto& [key, value] : node->items()) {
+    if (value.is_number()) numbers[key] = value.get<double>();
+  }
+  return numbers;
+}
+
+absl::StatusOr<double> JsonNumberAt(absl::string_view text, absl::string_view path) {
+  absl::StatusOr<json> found = JsonAt(text, path);
+  if (!found.ok()) return found.status();
+  const json* node = &*found;
   if (!node->is_number()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s in the command's JSON output is %s, not a number", path,

@@ -27,6 +27,9 @@ struct BenchmarkRun {
   std::map<std::string, double> counters;
 };
 
+// InvalidArgument when `json` is not Google Benchmark's JSON output;
+// FailedPrecondition when a benchmark reported an error (SkipWithError, e.g.
+// its own check of the result it timed failed).
 absl::StatusOr<std::vector<BenchmarkRun>> ParseGoogleBenchmarkJson(absl::string_view json);
 
 // The value of `metric` (source = benchmark name, field = real_time,
@@ -41,6 +44,12 @@ double ClaimedTimedSeconds(const std::vector<BenchmarkRun>& runs);
 
 // The number at a dotted `path` ("latency.tpot.median") in a JSON object.
 absl::StatusOr<double> JsonNumberAt(absl::string_view json, absl::string_view path);
+
+// The numeric members of the object at dotted `path` in a command's JSON
+// output (other members are skipped). NotFound / InvalidArgument like
+// JsonNumberAt.
+absl::StatusOr<std::map<std::string, double>> JsonNumbersAt(absl::string_view json,
+                                                            absl::string_view path);
 
 // Test cases of a JUnit XML document (<testsuites> or <testsuite> root).
 absl::StatusOr<std::vector<v1::TestCaseResult>> ParseJUnitXml(absl::string_view xml);
