@@ -109,6 +109,11 @@ void PrintEvaluation(const v1::Evaluation& e) {
     }
     for (const auto& r : e.verdict().reasons()) std::cout << "  - " << r.message() << "\n";
   }
+  if (e.merge().state() != v1::NOT_MERGING && e.merge().state() != v1::MERGE_STATE_UNSPECIFIED) {
+    std::cout << absl::StrFormat("  merge into %s: %s%s%s\n", e.candidate().target_branch(),
+                                 Lower(v1::MergeState_Name(e.merge().state())),
+                                 e.merge().message().empty() ? "" : ": ", e.merge().message());
+  }
 }
 
 // Streams events until the evaluation ends; a live line on a terminal.

@@ -33,18 +33,24 @@ std::string Component(const std::string& metric) { return metric.substr(0, metri
 
 void WriteJson(const std::string& path, const json& j) { std::ofstream(path) << j.dump(2) << "\n"; }
 
+// "kda_ms" -> 3 (the unit suffix's length); 0 when `name` is not a time.
+size_t TimeSuffix(const std::string& name) {
+  for (const char* unit : {"_ns", "_us", "_ms"}) {
+    if (absl::EndsWith(name, unit)) return 3;
+  }
+  return 0;
+}
+
 // The time counters of `c` that moved most, largest relative change first.
 json Attribution(const CounterMedians& c) {
   double largest = 0;
   for (const auto& [name, medians] : c.counters) {
-    if (absl::EndsWith(name, "_ns")) {
-      largest = std::max({largest, medians.first, medians.second});
-    }
+    if (TimeSuffix(name) > 0) largest = std::max({largest, medians.first, medians.second});
   }
   std::vector<std::pair<double, std::string>> ranked;
   for (const auto& [name, medians] : c.counters) {
     const auto [base, cand] = medians;
-    if (!absl::EndsWith(name, "_ns") || std::max(base, cand) < 0.01 * largest) continue;
+    if (TimeSuffix(name) == 0 || std::max(base, cand) < 0.01 * largest) continue;
     // A counter that appears from nothing ranks first.
     double moved = base > 0 && cand > 0 ? std::fabs(std::log(cand / base)) : HUGE_VAL;
     ranked.push_back({moved, name});
@@ -118,9 +124,9 @@ json FeedbackJson(const v1::Verdict& v, const std::vector<CounterMedians>& count
   auto component = [&](const std::string& metric) {
     auto it = attribution.find(metric);
     if (it == attribution.end()) return Component(metric);
-    // "runtime.output_tok_s" with transfer_ns leading -> "runtime/transfer".
+    // "runtime.output_tok_s" with transfer_ms leading -> "runtime/transfer".
     std::string counter = it->second[0]["counter"];
-    return Component(metric) + "/" + counter.substr(0, counter.size() - 3);
+    return Component(metric) + "/" + counter.substr(0, counter.size() - TimeSuffix(counter));
   };
   out["moved"] = json::array();
   for (const auto* m : moved) {

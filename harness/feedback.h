@@ -48,7 +48,8 @@ struct CounterMedians {
 nlohmann::json VerdictJson(const v1::Verdict& verdict);
 
 // The ranked summary of feedback.json. A moved metric whose benchmark has
-// counters is attributed to the time counters ("*_ns") that changed most
+// counters is attributed to the time counters (names ending in _ns, _us or
+// _ms; one unit per benchmark) that changed most
 // relative to their baseline, among those holding at least 1% of the
 // largest time counter (so that noise in a tiny counter does not lead).
 nlohmann::json FeedbackJson(const v1::Verdict& verdict,

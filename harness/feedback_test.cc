@@ -86,23 +86,23 @@ TEST(FeedbackTest, EndToEndChangeIsAttributedToTheTimeCounterThatMovedMost) {
   CounterMedians c;
   c.benchmark = "serve";
   c.metrics = {"runtime.output_tok_s"};
-  // decode_ns grew most in absolute terms, transfer_ns most relative to
-  // itself; gemm_ns tripled but is below 1% of the largest time counter;
+  // decode_ms grew most in absolute terms, transfer_ms most relative to
+  // itself; gemm_ms tripled but is below 1% of the largest time counter;
   // decode_steps is not a time.
-  c.counters = {{"decode_ns", {9.0e9, 12.0e9}},
-                {"transfer_ns", {0.2e9, 2.6e9}},
-                {"kda_ns", {3.0e9, 3.1e9}},
-                {"gemm_ns", {0.01e9, 0.03e9}},
+  c.counters = {{"decode_ms", {9.0e3, 12.0e3}},
+                {"transfer_ms", {0.2e3, 2.6e3}},
+                {"kda_ms", {3.0e3, 3.1e3}},
+                {"gemm_ms", {0.01e3, 0.03e3}},
                 {"decode_steps", {100, 900}}};
   nlohmann::json f = FeedbackJson(v, {c});
   ASSERT_EQ(f["moved"].size(), 1);
   EXPECT_EQ(f["moved"][0]["component"], "runtime/transfer");
   const auto& by = f["moved"][0]["attributed_to"];
   ASSERT_EQ(by.size(), 3);
-  EXPECT_EQ(by[0]["counter"], "transfer_ns");
+  EXPECT_EQ(by[0]["counter"], "transfer_ms");
   EXPECT_DOUBLE_EQ(by[0]["ratio"].get<double>(), 13.0);
-  EXPECT_EQ(by[1]["counter"], "decode_ns");
-  EXPECT_EQ(by[2]["counter"], "kda_ns");
+  EXPECT_EQ(by[1]["counter"], "decode_ms");
+  EXPECT_EQ(by[2]["counter"], "kda_ms");
   EXPECT_NE(f["headline"].get<std::string>().find("runtime/transfer"), std::string::npos);
 }
 

@@ -46,7 +46,7 @@ Status ToGrpc(const absl::Status& s) {
 
 class Scheduler::ClientService final : public v1::Densegate::Service {
  public:
-  explicit ClientService(Scheduler* s) : s_(s), git_(s->launcher_) {}
+  explicit ClientService(Scheduler* s) : s_(s) {}
 
   Status Submit(ServerContext* ctx, const v1::SubmitRequest* req,
                 v1::SubmitResponse* resp) override {
@@ -73,67 +73,14 @@ class Scheduler::ClientService final : public v1::Densegate::Service {
       return Status(StatusCode::PERMISSION_DENIED,
                     "only an admin token may override protected paths");
     }
-    struct stat st;
-    if (::stat(req->repo().c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      return Status(StatusCode::NOT_FOUND, "repository path does not exist: " + req->repo());
+    if (!req->target_branch().empty() && who.role == Role::kAgent) {
+      return Status(StatusCode::PERMISSION_DENIED,
+                    "an agent token cannot merge: submit without a target branch");
     }
-    absl::StatusOr<std::string> base = git_.ResolveCommit(req->repo(), req->baseline_ref());
-    if (!base.ok()) return ToGrpc(base.status());
-    absl::StatusOr<std::string> cand = git_.ResolveCommit(req->repo(), req->candidate_ref());
-    if (!cand.ok()) return ToGrpc(cand.status());
-    absl::StatusOr<std::string> manifest =
-        git_.ShowFile(req->repo(), *base, kManifestFileName);
-    if (!manifest.ok()) {
-      return Status(StatusCode::FAILED_PRECONDITION,
-                    absl::StrFormat("the baseline commit %s has no %s", base->substr(0, 12),
-                                    kManifestFileName));
-    }
-    std::vector<ManifestError> errors;
-    if (!ParseManifest(*manifest, &errors).ok()) {
-      return Status(StatusCode::FAILED_PRECONDITION,
-                    "the baseline's manifest is invalid: " +
-                        (errors.empty() ? std::string("parse error") : errors[0].ToString()));
-    }
-    if (req->kind() == v1::EXPERIMENT) {
-      v1::ListEvaluationsRequest q;
-      q.add_states(v1::QUEUED);
-      q.set_kind(v1::EXPERIMENT);
-      q.set_submitter(who.name);
-      q.set_page_size(s_->options_.max_queued_experiments_per_submitter + 1);
-      absl::StatusOr<v1::ListEvaluationsResponse> queued = s_->store_->ListEvaluations(q);
-      if (!queued.ok()) return ToGrpc(queued.status());
-      if (queued->evaluations_size() >= s_->options_.max_queued_experiments_per_submitter) {
-        return Status(StatusCode::RESOURCE_EXHAUSTED,
-                      absl::StrFormat("%s already has %d experiments queued (the limit)",
-                                      who.name, queued->evaluations_size()));
-      }
-    }
-    results::SubmitParams p;
-    v1::Candidate& c = p.candidate;
-    const std::string manifest_hash = Hex(*manifest);
-    c.set_id(Hex(absl::StrCat(req->repo(), "\n", *base, "\n", *cand, "\n", manifest_hash)));
-    c.set_repo(req->repo());
-    c.set_target_branch(req->target_branch());
-    c.set_baseline_ref(req->baseline_ref());
-    c.set_baseline_sha(*base);
-    c.set_candidate_ref(req->candidate_ref());
-    c.set_candidate_sha(*cand);
-    c.set_kind(req->kind());
-    c.set_policy(req->policy());
-    *c.mutable_claims() = req->claims();
-    c.set_hypothesis(req->hypothesis());
-    c.set_campaign(req->campaign());
-    c.set_submitter(who.name);
-    c.set_protected_path_override(req->protected_path_override());
-    c.set_override_reason(req->override_reason());
-    c.set_manifest_hash(manifest_hash);
-    p.priority = req->priority();
-    p.max_attempts = s_->options_.max_attempts;
-    absl::StatusOr<results::SubmitResult> r = s_->store_->Submit(p);
+    absl::StatusOr<results::SubmitResult> r = s_->Enqueue(*req, who.name);
     if (!r.ok()) return ToGrpc(r.status());
     *resp->mutable_evaluation() = r->evaluation;
     resp->set_deduplicated(r->deduplicated);
-    s_->Notify();
     return Status::OK;
   }
 
@@ -256,7 +203,6 @@ class Scheduler::ClientService final : public v1::Densegate::Service {
   }
 
   Scheduler* s_;
-  harness::Git git_;
 };
 
 // ---------------------------------------------------------------------------
@@ -440,6 +386,13 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
         if (st.ok() && verdict.decision() >= 0 && verdict.decision() < 4) {
           ++s_->verdicts_[verdict.decision()];
         }
+        if (st.ok() && verdict.decision() == v1::ACCEPT) {
+          // Accepted and aimed at a branch: into the merge queue (the
+          // merge loop lands it). Missed here (a crash right after the
+          // verdict), the sweep at the next start enqueues it.
+          absl::StatusOr<v1::Evaluation> e = s_->store_->GetEvaluation(verdict.evaluation_id());
+          if (e.ok()) (void)s_->merges_.Enqueue(*e);
+        }
         break;
       }
       case v1::FinishLeaseRequest::kInfrastructureError:
@@ -467,7 +420,16 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
 
 Scheduler::Scheduler(results::Store* store, Authenticator auth, harness::ProcessLauncher* launcher,
                      SchedulerOptions options)
-    : store_(store), auth_(std::move(auth)), launcher_(launcher), options_(options) {
+    : store_(store),
+      auth_(std::move(auth)),
+      launcher_(launcher),
+      options_(options),
+      git_(launcher),
+      merges_(store, &git_,
+              [this](const v1::Evaluation& original, const std::string& tip,
+                     const std::string& candidate) {
+                return Remeasure(original, tip, candidate);
+              }) {
   client_ = std::make_unique<ClientService>(this);
   node_ = std::make_unique<NodeServiceImpl>(this);
 }
@@ -476,6 +438,108 @@ Scheduler::~Scheduler() = default;
 
 grpc::Service* Scheduler::client_service() { return client_.get(); }
 grpc::Service* Scheduler::node_service() { return node_.get(); }
+
+absl::StatusOr<results::SubmitResult> Scheduler::Enqueue(const v1::SubmitRequest& req,
+                                                         const std::string& submitter) {
+  struct stat st;
+  if (::stat(req.repo().c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::NotFoundError("repository path does not exist: " + req.repo());
+  }
+  absl::StatusOr<std::string> base = git_.ResolveCommit(req.repo(), req.baseline_ref());
+  if (!base.ok()) return base.status();
+  absl::StatusOr<std::string> cand = git_.ResolveCommit(req.repo(), req.candidate_ref());
+  if (!cand.ok()) return cand.status();
+  absl::StatusOr<std::string> manifest = git_.ShowFile(req.repo(), *base, kManifestFileName);
+  if (!manifest.ok()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the baseline commit %s has no %s", base->substr(0, 12), kManifestFileName));
+  }
+  std::vector<ManifestError> errors;
+  if (!ParseManifest(*manifest, &errors).ok()) {
+    return absl::FailedPreconditionError(
+        "the baseline's manifest is invalid: " +
+        (errors.empty() ? std::string("parse error") : errors[0].ToString()));
+  }
+  if (req.kind() == v1::EXPERIMENT) {
+    v1::ListEvaluationsRequest q;
+    q.add_states(v1::QUEUED);
+    q.set_kind(v1::EXPERIMENT);
+    q.set_submitter(submitter);
+    q.set_page_size(options_.max_queued_experiments_per_submitter + 1);
+    absl::StatusOr<v1::ListEvaluationsResponse> queued = store_->ListEvaluations(q);
+    if (!queued.ok()) return queued.status();
+    if (queued->evaluations_size() >= options_.max_queued_experiments_per_submitter) {
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("%s already has %d experiments queued (the limit)", submitter,
+                          queued->evaluations_size()));
+    }
+  }
+  results::SubmitParams p;
+  v1::Candidate& c = p.candidate;
+  const std::string manifest_hash = Hex(*manifest);
+  c.set_id(Hex(absl::StrCat(req.repo(), "\n", *base, "\n", *cand, "\n", manifest_hash)));
+  c.set_repo(req.repo());
+  c.set_target_branch(req.target_branch());
+  c.set_baseline_ref(req.baseline_ref());
+  c.set_baseline_sha(*base);
+  c.set_candidate_ref(req.candidate_ref());
+  c.set_candidate_sha(*cand);
+  c.set_kind(req.kind());
+  c.set_policy(req.policy());
+  *c.mutable_claims() = req.claims();
+  c.set_hypothesis(req.hypothesis());
+  c.set_campaign(req.campaign());
+  c.set_submitter(submitter);
+  c.set_protected_path_override(req.protected_path_override());
+  c.set_override_reason(req.override_reason());
+  c.set_manifest_hash(manifest_hash);
+  p.priority = req.priority();
+  p.max_attempts = options_.max_attempts;
+  absl::StatusOr<results::SubmitResult> r = store_->Submit(p);
+  if (r.ok()) Notify();
+  return r;
+}
+
+absl::StatusOr<std::string> Scheduler::Remeasure(const v1::Evaluation& original,
+                                                 const std::string& tip_sha,
+                                                 const std::string& candidate_sha) {
+  const v1::Candidate& c = original.candidate();
+  v1::SubmitRequest req;
+  req.set_repo(c.repo());
+  // No target branch: the merge queue lands the result, not this evaluation.
+  req.set_baseline_ref(tip_sha);
+  req.set_candidate_ref(candidate_sha);
+  req.set_kind(c.kind());
+  req.set_policy(c.policy());
+  *req.mutable_claims() = c.claims();
+  req.set_hypothesis(absl::StrFormat("re-measure of evaluation %s against %s at %s", original.id(),
+                                     c.target_branch(), tip_sha.substr(0, 12)));
+  req.set_campaign(c.campaign());
+  req.set_protected_path_override(c.protected_path_override());
+  req.set_override_reason(c.override_reason());
+  absl::StatusOr<results::SubmitResult> r = Enqueue(req, c.submitter());
+  if (!r.ok()) return r.status();
+  return r->evaluation.id();
+}
+
+void Scheduler::AdvanceMerges() {
+  if (!merges_swept_) {
+    // Accepted evaluations whose enqueue a crash may have lost.
+    v1::ListEvaluationsRequest q;
+    q.add_states(v1::FINISHED);
+    q.set_page_size(1000);
+    if (absl::StatusOr<v1::ListEvaluationsResponse> done = store_->ListEvaluations(q); done.ok()) {
+      for (const v1::Evaluation& e : done->evaluations()) {
+        if (e.merge().state() == v1::NOT_MERGING ||
+            e.merge().state() == v1::MERGE_STATE_UNSPECIFIED) {
+          (void)merges_.Enqueue(e);
+        }
+      }
+      merges_swept_ = true;
+    }
+  }
+  if (merges_.Advance() > 0) Notify();
+}
 
 void Scheduler::ReclaimExpiredLeases() {
   absl::StatusOr<std::vector<results::ReclaimedLease>> r = store_->ReclaimExpiredLeases(100);

@@ -9,6 +9,9 @@
 //     progress and samples, and finish the lease with a verdict, an
 //     infrastructure error (retried elsewhere) or calibration noise.
 //
+// An ACCEPTed candidate that names a target branch goes to the merge queue
+// (merge_queue.h), which lands it only as measured against the branch tip.
+//
 // Queue semantics (priorities, dimension matching, dedup, leases, retries,
 // exactly-once verdicts) live in the store (results/store/README.md); the
 // scheduler adds authorization, per-submitter limits, calibration and
@@ -28,9 +31,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "harness/process/launcher.h"
+#include "harness/workspace/git.h"
 #include "proto/densegate.grpc.pb.h"
 #include "results/store/store.h"
 #include "scheduler/auth.h"
+#include "scheduler/merge_queue.h"
 
 namespace densegate::scheduler {
 
@@ -60,6 +65,9 @@ class Scheduler {
 
   // Requeues the jobs of expired leases; the server calls it periodically.
   void ReclaimExpiredLeases();
+  // Advances the merge queue (merge_queue.h); the server calls it
+  // periodically, from one thread.
+  void AdvanceMerges();
   // Prometheus text format: jobs by state, queued evaluations by kind,
   // nodes by state, and since start: dispatches, claim latency, lease
   // expiries, verdicts by decision.
@@ -73,6 +81,15 @@ class Scheduler {
   friend class ClientService;
   friend class NodeServiceImpl;
 
+  // Resolves the refs, reads and validates the baseline's manifest, applies
+  // the per-submitter experiment limit and queues the candidate (or finds
+  // its twin). Authorization is the caller's.
+  absl::StatusOr<results::SubmitResult> Enqueue(const v1::SubmitRequest& request,
+                                                const std::string& submitter);
+  // Queues the re-measurement the merge queue asks for; returns its id.
+  absl::StatusOr<std::string> Remeasure(const v1::Evaluation& original,
+                                        const std::string& tip_sha,
+                                        const std::string& candidate_sha);
   // Wakes long polls and watchers.
   void Notify();
   void RecordClaim(double seconds, size_t leases);
@@ -87,6 +104,9 @@ class Scheduler {
   Authenticator auth_;
   harness::ProcessLauncher* launcher_;
   SchedulerOptions options_;
+  harness::Git git_;
+  MergeQueue merges_;
+  bool merges_swept_ = false;  // Only touched by AdvanceMerges.
   std::unique_ptr<ClientService> client_;
   std::unique_ptr<NodeServiceImpl> node_;
 

@@ -78,6 +78,7 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   s->reaper_ = std::thread([raw, every] {
     while (!raw->stop_.WaitForNotificationWithTimeout(every)) {
       raw->scheduler_->ReclaimExpiredLeases();
+      raw->scheduler_->AdvanceMerges();
     }
   });
   return s;

@@ -365,6 +365,101 @@ TEST_F(SchedulerTest, TlsServesOnlyEncryptedClientsAndNodes) {
   EXPECT_EQ(WaitDone(r.evaluation().id()).verdict().decision(), v1::ACCEPT);
 }
 
+TEST_F(SchedulerTest, MergeQueueLandsOnlyWhatWasMeasuredAgainstTheTip) {
+  Git("branch trunk base");
+  // Two comments on the same line of build.sh conflict with each other, not
+  // with "fast" (checksum.h).
+  Branch("comment", "echo '# no-op' >> build.sh");
+  Branch("other-comment", "echo '# another no-op' >> build.sh");
+  Branch("fast", kFast);
+  StartServer();
+  auto submit = [&](const std::string& token, const std::string& ref, v1::CandidateKind kind,
+                    v1::Policy policy) {
+    v1::SubmitRequest req;
+    req.set_repo(repo_);
+    req.set_target_branch("trunk");
+    req.set_baseline_ref("base");
+    req.set_candidate_ref(ref);
+    req.set_kind(kind);
+    req.set_policy(policy);
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + token);
+    v1::SubmitResponse r;
+    grpc::Status s = stub_->Submit(&ctx, req, &r);
+    EXPECT_TRUE(s.ok()) << ref << ": " << s.error_message();
+    return r.evaluation().id();
+  };
+  // Only CI and admin tokens may aim at a branch.
+  {
+    v1::SubmitRequest req;
+    req.set_repo(repo_);
+    req.set_target_branch("trunk");
+    req.set_baseline_ref("base");
+    req.set_candidate_ref("fast");
+    req.set_kind(v1::EXPERIMENT);
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer agent-token-01");
+    v1::SubmitResponse r;
+    EXPECT_EQ(stub_->Submit(&ctx, req, &r).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
+  // One node, so the order is CI (FIFO), then the experiment: "comment"
+  // lands as measured; "other-comment" was measured against base too, but
+  // the tip moved and it conflicts; "fast" is re-measured against the new
+  // tip and lands as a merge commit.
+  const std::string comment = submit("ci-token-0001", "comment", v1::CI, v1::NO_REGRESSION);
+  const std::string other = submit("ci-token-0001", "other-comment", v1::CI, v1::NO_REGRESSION);
+  const std::string fast = submit("ci-token-0001", "fast", v1::EXPERIMENT, v1::GAIN);
+  auto node = StartNode("n1");
+  auto merge_ended = [&](const std::string& id) {
+    for (int i = 0; i < 1200; ++i) {
+      v1::Evaluation e = Get(id);
+      if (e.merge().state() == v1::MERGED || e.merge().state() == v1::MERGE_FAILED) return e;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ADD_FAILURE() << "the merge of " << id << " did not end";
+    return Get(id);
+  };
+  auto rev = [&](const std::string& ref) {
+    std::string out = dir_ + "/rev";
+    Sh("git -C " + repo_ + " rev-parse " + ref + " > " + out);
+    std::string sha;
+    std::ifstream(out) >> sha;
+    return sha;
+  };
+  auto note = [&](const std::string& sha) {
+    std::string out = dir_ + "/note";
+    Sh("git -C " + repo_ + " notes --ref=densegate show " + sha + " > " + out);
+    std::stringstream text;
+    text << std::ifstream(out).rdbuf();
+    return text.str();
+  };
+
+  v1::Evaluation c = merge_ended(comment);
+  ASSERT_EQ(c.merge().state(), v1::MERGED) << c.merge().message();
+  EXPECT_EQ(c.merge().merged_sha(), rev("comment"));  // A fast-forward.
+  EXPECT_THAT(note(c.merge().merged_sha()), HasSubstr("evaluation " + comment));
+
+  v1::Evaluation o = merge_ended(other);
+  EXPECT_EQ(o.verdict().decision(), v1::ACCEPT);
+  ASSERT_EQ(o.merge().state(), v1::MERGE_FAILED);
+  EXPECT_THAT(o.merge().message(), HasSubstr("conflicts with trunk"));
+  EXPECT_THAT(o.merge().message(), HasSubstr("build.sh"));
+
+  v1::Evaluation f = merge_ended(fast);
+  ASSERT_EQ(f.merge().state(), v1::MERGED) << f.merge().message();
+  ASSERT_FALSE(f.merge().remeasure_evaluation_id().empty());
+  v1::Evaluation re = Get(f.merge().remeasure_evaluation_id());
+  EXPECT_EQ(re.verdict().decision(), v1::ACCEPT);
+  EXPECT_EQ(re.candidate().baseline_sha(), rev("comment"));
+  EXPECT_EQ(f.merge().merged_sha(), rev("trunk"));
+  EXPECT_EQ(rev("trunk^1"), rev("comment"));
+  EXPECT_EQ(rev("trunk^2"), rev("fast"));
+  const std::string fast_note = note(rev("trunk"));
+  EXPECT_THAT(fast_note, HasSubstr("densegate: accept (policy gain)"));
+  EXPECT_THAT(fast_note, HasSubstr("re-measure of " + fast));
+  EXPECT_THAT(fast_note, HasSubstr("checksum.time: "));
+}
+
 TEST_F(SchedulerTest, RolesAndBadRequestsGetPreciseStatuses) {
   Branch("comment", "sed -i '1i // no-op' checksum.h");
   StartServer();

@@ -1,0 +1,76 @@
+// MergeQueue: lands accepted candidates on their target branch, one entry at
+// a time per branch, only ever as measured.
+//
+// An ACCEPTed evaluation whose candidate names a target branch enters the
+// store's merge queue (results/store). For each entry, in queue order:
+//   * the branch tip is still the baseline that was measured: the branch
+//     moves to the candidate (fast-forward) or to a merge commit of it, per
+//     the baseline manifest's merge.style;
+//   * the tip moved: the candidate is merged onto the new tip in a scratch
+//     commit (git merge-tree; a conflict fails the entry) kept under
+//     refs/densegate/remeasure/<id>, and that commit is evaluated against the
+//     tip (REMEASURING). An ACCEPT lands it (measured again if the tip moved
+//     meanwhile); any other outcome fails the entry with its reasons.
+// The branch is only ever moved with `git update-ref NEW OLD`, so a push
+// that raced the merge makes it fail rather than lose work. The landed
+// commit gets a note under refs/notes/densegate: decision, speedups with
+// intervals, the evaluation (and re-measure) ids. A failed entry leaves the
+// branch untouched and records why.
+//
+// Merges go into local repository paths (the submitted repo); a URL fails
+// the entry.
+//
+// Thread-safety: Enqueue from any thread; Advance from one thread at a time.
+#ifndef DENSEGATE_SCHEDULER_MERGE_QUEUE_H_
+#define DENSEGATE_SCHEDULER_MERGE_QUEUE_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "harness/workspace/git.h"
+#include "proto/densegate.pb.h"
+#include "results/store/store.h"
+
+namespace densegate::scheduler {
+
+class MergeQueue {
+ public:
+  // Queues an evaluation of `candidate` (baseline `tip_sha`, candidate
+  // `candidate_sha`) that re-measures `original`; returns its id.
+  using Remeasure = std::function<absl::StatusOr<std::string>(
+      const v1::Evaluation& original, const std::string& tip_sha,
+      const std::string& candidate_sha)>;
+
+  // `store` and `git` are not owned and must outlive this.
+  MergeQueue(results::Store* store, const harness::Git* git, Remeasure remeasure);
+
+  // Queues `evaluation` when it was accepted and targets a branch; a no-op
+  // otherwise or when it is already queued.
+  absl::Status Enqueue(const v1::Evaluation& evaluation);
+
+  // Moves every live entry as far as it can go now (lands, starts or
+  // finishes a re-measure, fails); returns how many changed state.
+  int Advance();
+
+ private:
+  // One live entry; the store is updated inside.
+  absl::Status Step(const results::MergeEntry& entry);
+  // Moves `branch` of `repo` from `tip` to `target` and notes it.
+  absl::StatusOr<std::string> Land(const v1::Evaluation& measured, const std::string& repo,
+                                   const std::string& branch, const std::string& tip,
+                                   const std::string& target, const std::string& note);
+  absl::Status Fail(const std::string& evaluation_id, const std::string& why);
+
+  results::Store* store_;
+  const harness::Git* git_;
+  Remeasure remeasure_;
+};
+
+// The note attached to a landed commit: decision, policy, each metric's
+// speedup with its interval, claims, evaluation ids.
+std::string MergeNote(const v1::Evaluation& accepted, const std::string& original_id);
+
+}  // namespace densegate::scheduler
+
+#endif  // DENSEGATE_SCHEDULER_MERGE_QUEUE_H_
