@@ -1,0 +1,304 @@
+// End-to-end dispatch rate and heartbeat latency of `densegate serve`: an
+// in-process scheduler on a loopback port, simulated nodes speaking the
+// node protocol over gRPC, the store on SQLite (always) or PostgreSQL (with
+// DENSEGATE_PG_URL).
+//
+//   bazel run -c opt //scheduler:dispatch_bench
+//   eval "$(tools/pg_cluster.sh start)" && bazel run -c opt //scheduler:dispatch_bench
+//
+// BM_Dispatch: N node threads each loop Synchronize (the claim: the lease
+// is durable in the store when the reply arrives) then FinishLease with a
+// verdict; items_per_second is dispatches per second, all nodes together.
+// The queue is filled through the store before timing.
+//
+// BM_Heartbeats: 1,000 nodes, each holding a lease and heartbeating every
+// 10 s (100 beats/s, spread evenly, open loop from 8 sender threads) for
+// 20 s; counters are the latency percentiles of the Heartbeat RPC in ms.
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "benchmark/benchmark.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/densegate.grpc.pb.h"
+#include "results/store/store.h"
+#include "results/store/testing/test_database.h"
+#include "scheduler/server.h"
+
+namespace densegate::scheduler {
+namespace {
+
+struct Fixture {
+  std::unique_ptr<results::testing::TestDatabase> db;
+  std::unique_ptr<SchedulerServer> server;
+  std::shared_ptr<grpc::Channel> channel;
+  std::vector<std::string> node_ids;
+};
+
+// Kept until exit: benchmark threads may still use one after thread 0
+// returns.
+std::vector<std::unique_ptr<Fixture>>& Fixtures() {
+  static auto* all = new std::vector<std::unique_ptr<Fixture>>();
+  return *all;
+}
+Fixture* g_fixture = nullptr;
+
+results::SubmitParams Job(int i) {
+  results::SubmitParams p;
+  v1::Candidate& c = p.candidate;
+  c.set_id(absl::StrFormat("dispatch-%08d", i));
+  c.set_repo("https://git.example/densegate.git");
+  c.set_baseline_sha("b0b0b0b0");
+  c.set_candidate_sha(absl::StrFormat("c%08d", i));
+  c.set_kind(i % 4 == 0 ? v1::EXPERIMENT : v1::CI);
+  c.set_submitter("bench");
+  c.set_manifest_hash("m");
+  return p;
+}
+
+v1::Verdict Verdict(const v1::Lease& lease) {
+  v1::Verdict v;
+  v.set_evaluation_id(lease.evaluation().id());
+  v.set_decision(v1::REJECT);
+  v.set_policy(v1::NO_REGRESSION);
+  v1::MetricComparison* m = v.add_metrics();
+  m->set_metric("kda_decode.fused_b32");
+  m->set_speedup(0.9);
+  m->set_ci_low(0.88);
+  m->set_ci_high(0.92);
+  m->set_n_pairs(20);
+  v.mutable_provenance()->set_software_version("bench");
+  return v;
+}
+
+// A fresh store with `jobs` queued, a scheduler serving it, and `nodes`
+// registered and calibrated nodes. Null (and the state skipped) on error.
+Fixture* Setup(benchmark::State& state, bool postgres, int nodes, int jobs,
+               absl::Duration lease) {
+  auto f = std::make_unique<Fixture>();
+  const std::string name = absl::StrCat("dispatch_", postgres ? "pg_" : "sqlite_", nodes);
+  auto db = postgres ? results::testing::TestDatabase::CreatePostgres(
+                           results::testing::PostgresUrlFromEnv(), name)
+                     : results::testing::TestDatabase::CreateSqlite(name);
+  if (!db.ok()) {
+    state.SkipWithError(std::string(db.status().message()).c_str());
+    return nullptr;
+  }
+  f->db = *std::move(db);
+  {
+    absl::StatusOr<std::unique_ptr<results::Store>> filler = results::OpenStore(f->db->url());
+    if (!filler.ok()) {
+      state.SkipWithError(std::string(filler.status().message()).c_str());
+      return nullptr;
+    }
+    for (int i = 0; i < jobs; ++i) {
+      if (!(*filler)->Submit(Job(i)).ok()) {
+        state.SkipWithError("filling the queue failed");
+        return nullptr;
+      }
+    }
+  }
+  absl::StatusOr<std::unique_ptr<results::Store>> store = results::OpenStore(f->db->url());
+  if (!store.ok()) {
+    state.SkipWithError(std::string(store.status().message()).c_str());
+    return nullptr;
+  }
+  ServerOptions options;
+  options.address = "127.0.0.1:0";
+  options.scheduler.lease_duration = lease;
+  absl::StatusOr<std::unique_ptr<SchedulerServer>> server =
+      SchedulerServer::Start(options, *std::move(store));
+  if (!server.ok()) {
+    state.SkipWithError(std::string(server.status().message()).c_str());
+    return nullptr;
+  }
+  f->server = *std::move(server);
+  f->channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", f->server->port()),
+                                   grpc::InsecureChannelCredentials());
+  auto stub = v1::NodeService::NewStub(f->channel);
+  for (int n = 0; n < nodes; ++n) {
+    v1::RegisterNodeRequest reg;
+    reg.set_name(absl::StrCat("sim-", n));
+    reg.mutable_dimensions()->set_accelerator_kind("cpu");
+    reg.mutable_dimensions()->set_fingerprint("bench");
+    v1::RegisterNodeResponse resp;
+    grpc::ClientContext ctx;
+    if (!stub->RegisterNode(&ctx, reg, &resp).ok()) {
+      state.SkipWithError("RegisterNode failed");
+      return nullptr;
+    }
+    // Calibrate: the first lease of a new node is its calibration job.
+    v1::SynchronizeRequest sync;
+    sync.set_node_id(resp.node_id());
+    v1::SynchronizeResponse lease;
+    grpc::ClientContext sync_ctx;
+    if (!stub->Synchronize(&sync_ctx, sync, &lease).ok() || !lease.has_lease()) {
+      state.SkipWithError("no calibration lease");
+      return nullptr;
+    }
+    v1::FinishLeaseRequest done;
+    done.set_node_id(resp.node_id());
+    done.set_lease_id(lease.lease().id());
+    done.set_calibration_noise(0.001);
+    v1::FinishLeaseResponse ignored;
+    grpc::ClientContext done_ctx;
+    if (!stub->FinishLease(&done_ctx, done, &ignored).ok()) {
+      state.SkipWithError("finishing calibration failed");
+      return nullptr;
+    }
+    f->node_ids.push_back(resp.node_id());
+  }
+  Fixtures().push_back(std::move(f));
+  return Fixtures().back().get();
+}
+
+void BM_Dispatch(benchmark::State& state, bool postgres) {
+  if (postgres && results::testing::PostgresUrlFromEnv().empty()) {
+    state.SkipWithError("DENSEGATE_PG_URL not set: eval \"$(tools/pg_cluster.sh start)\"");
+    return;
+  }
+  if (state.thread_index() == 0) {
+    g_fixture = Setup(state, postgres, state.threads(), static_cast<int>(state.range(0)),
+                      absl::Minutes(10));
+  }
+  int64_t dispatched = 0;
+  std::unique_ptr<v1::NodeService::Stub> stub;
+  for (auto _ : state) {
+    Fixture* f = g_fixture;
+    if (f == nullptr) {
+      state.SkipWithError("setup failed");
+      break;
+    }
+    if (stub == nullptr) stub = v1::NodeService::NewStub(f->channel);
+    const std::string& node = f->node_ids[state.thread_index()];
+    v1::SynchronizeRequest sync;
+    sync.set_node_id(node);
+    v1::SynchronizeResponse lease;
+    grpc::ClientContext sync_ctx;
+    grpc::Status s = stub->Synchronize(&sync_ctx, sync, &lease);
+    if (!s.ok() || !lease.has_lease()) {
+      state.SkipWithError(s.ok() ? "queue ran dry" : s.error_message().c_str());
+      break;
+    }
+    ++dispatched;
+    v1::FinishLeaseRequest done;
+    done.set_node_id(node);
+    done.set_lease_id(lease.lease().id());
+    *done.mutable_verdict() = Verdict(lease.lease());
+    v1::FinishLeaseResponse ignored;
+    grpc::ClientContext done_ctx;
+    s = stub->FinishLease(&done_ctx, done, &ignored);
+    if (!s.ok()) {
+      state.SkipWithError(s.error_message().c_str());
+      break;
+    }
+  }
+  state.SetItemsProcessed(dispatched);
+}
+
+void BM_Heartbeats(benchmark::State& state, bool postgres) {
+  if (postgres && results::testing::PostgresUrlFromEnv().empty()) {
+    state.SkipWithError("DENSEGATE_PG_URL not set: eval \"$(tools/pg_cluster.sh start)\"");
+    return;
+  }
+  constexpr int kNodes = 1000, kSenders = 8;
+  const absl::Duration period = absl::Seconds(10), run = absl::Seconds(20);
+  Fixture* f = Setup(state, postgres, kNodes, kNodes, absl::Minutes(10));
+  if (f == nullptr) return;
+  // Every node takes one job, so each beat renews a lease in the store.
+  auto stub = v1::NodeService::NewStub(f->channel);
+  std::vector<std::string> leases(kNodes);
+  for (int n = 0; n < kNodes; ++n) {
+    v1::SynchronizeRequest sync;
+    sync.set_node_id(f->node_ids[n]);
+    v1::SynchronizeResponse lease;
+    grpc::ClientContext ctx;
+    if (!stub->Synchronize(&ctx, sync, &lease).ok() || !lease.has_lease()) {
+      state.SkipWithError("a node got no lease");
+      return;
+    }
+    leases[n] = lease.lease().id();
+  }
+  std::vector<double> latencies_ms;
+  std::atomic<int> errors{0};
+  for (auto _ : state) {
+    // Node n beats at start + (n / kNodes + k) * period: evenly spread.
+    const absl::Time start = absl::Now();
+    std::vector<std::vector<double>> per_sender(kSenders);
+    std::vector<std::thread> senders;
+    for (int t = 0; t < kSenders; ++t) {
+      senders.emplace_back([&, t] {
+        auto own = v1::NodeService::NewStub(f->channel);
+        const int64_t beats = kNodes * (run / period);
+        for (int64_t b = t; b < beats; b += kSenders) {
+          const int n = static_cast<int>(b % kNodes);
+          const absl::Time due = start + period * (static_cast<double>(b) / kNodes);
+          absl::SleepFor(due - absl::Now());
+          v1::HeartbeatRequest hb;
+          hb.set_node_id(f->node_ids[n]);
+          hb.set_lease_id(leases[n]);
+          v1::HeartbeatResponse resp;
+          grpc::ClientContext ctx;
+          const absl::Time sent = absl::Now();
+          if (!own->Heartbeat(&ctx, hb, &resp).ok() || resp.cancel()) ++errors;
+          per_sender[t].push_back(absl::ToDoubleMilliseconds(absl::Now() - sent));
+        }
+      });
+    }
+    for (std::thread& s : senders) s.join();
+    for (const auto& v : per_sender) latencies_ms.insert(latencies_ms.end(), v.begin(), v.end());
+  }
+  if (errors > 0) {
+    state.SkipWithError(absl::StrCat(errors.load(), " heartbeats failed").c_str());
+    return;
+  }
+  std::sort(latencies_ms.begin(), latencies_ms.end());
+  auto pct = [&](double p) {
+    return latencies_ms[std::min(latencies_ms.size() - 1,
+                                 static_cast<size_t>(p * latencies_ms.size()))];
+  };
+  state.counters["beats"] = static_cast<double>(latencies_ms.size());
+  state.counters["p50_ms"] = pct(0.50);
+  state.counters["p99_ms"] = pct(0.99);
+  state.counters["max_ms"] = latencies_ms.back();
+}
+
+void Register() {
+  constexpr int kJobs = 12000;
+  for (bool postgres : {false, true}) {
+    const char* backend = postgres ? "postgresql" : "sqlite";
+    for (int nodes : {1, 8}) {
+      // Every thread runs `iterations` dispatches; leave a margin of jobs.
+      benchmark::RegisterBenchmark(absl::StrCat("BM_Dispatch/", backend).c_str(), BM_Dispatch,
+                                   postgres)
+          ->Arg(kJobs)
+          ->ArgName("jobs")
+          ->Threads(nodes)
+          ->Iterations(kJobs * 9 / 10 / nodes)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
+    benchmark::RegisterBenchmark(absl::StrCat("BM_Heartbeats/", backend, "/nodes:1000").c_str(),
+                                 BM_Heartbeats, postgres)
+        ->Iterations(1)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+}
+
+}  // namespace
+}  // namespace densegate::scheduler
+
+int main(int argc, char** argv) {
+  densegate::scheduler::Register();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
