@@ -23,6 +23,7 @@ struct ServeArgs {
   int heartbeat_s = 10;
   int max_attempts = 3;
   double max_noise = 0.05;
+  int calibration_period_s = 6 * 3600;
 };
 
 absl::Notification* g_stop = nullptr;
@@ -47,6 +48,7 @@ int Serve(const ServeArgs& a) {
   o.scheduler.heartbeat_interval_s = a.heartbeat_s;
   o.scheduler.max_attempts = a.max_attempts;
   o.scheduler.max_calibration_noise = a.max_noise;
+  o.scheduler.calibration_period = absl::Seconds(a.calibration_period_s);
   absl::StatusOr<std::unique_ptr<scheduler::SchedulerServer>> server =
       scheduler::SchedulerServer::Start(o, std::move(*store));
   if (!server.ok()) {
@@ -99,6 +101,10 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--max_calibration_noise", args->max_noise,
                   "nodes whose A/A noise (CV) exceeds this are quarantined")
       ->capture_default_str();
+  cmd->add_option("--calibration_period_s", args->calibration_period_s,
+                  "an active node measures its noise again this often")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->callback([args, exit_code] { *exit_code = Serve(*args); });
 }
 

@@ -248,7 +248,8 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
       // quarantined one measures itself again now and then; it gets gate
       // work back once its noise is within the budget.
       if (node->state() == v1::CALIBRATING ||
-          (node->state() == v1::QUARANTINED && s_->RecalibrationDue(node->id()))) {
+          (node->state() == v1::QUARANTINED && s_->RecalibrationDue(node->id())) ||
+          (node->state() == v1::ACTIVE && s_->PeriodicCalibrationDue(node->id()))) {
         absl::StatusOr<int64_t> job =
             s_->store_->EnqueueCalibration(node->id(), s_->options_.max_attempts);
         if (!job.ok() && job.status().code() != absl::StatusCode::kAlreadyExists) {
@@ -403,6 +404,11 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
         st = s_->store_->FinishCalibration(
             lease, noise,
             noise <= s_->options_.max_calibration_noise ? v1::ACTIVE : v1::QUARANTINED);
+        if (st.ok()) {
+          ++s_->calibrations_;
+          absl::MutexLock l(&s_->mu_);
+          s_->last_calibration_[lease.node_id] = absl::Now();
+        }
         break;
       }
       default:
@@ -603,6 +609,9 @@ std::string Scheduler::RenderMetrics() {
   line("# HELP densegate_lease_expiries_total Leases expired (heartbeats stopped) since start.");
   line("# TYPE densegate_lease_expiries_total counter");
   line(absl::StrCat("densegate_lease_expiries_total ", lease_expiries_.load()));
+  line("# HELP densegate_calibrations_total A/A calibrations finished since start.");
+  line("# TYPE densegate_calibrations_total counter");
+  line(absl::StrCat("densegate_calibrations_total ", calibrations_.load()));
   line("# HELP densegate_verdicts_total Verdicts written since start, by decision.");
   line("# TYPE densegate_verdicts_total counter");
   for (v1::Decision d : {v1::ACCEPT, v1::REJECT, v1::INCONCLUSIVE}) {
@@ -634,6 +643,14 @@ bool Scheduler::RecalibrationDue(const std::string& node_id) {
   absl::Time& last = last_recalibration_[node_id];
   if (absl::Now() - last < options_.recalibration_interval) return false;
   last = absl::Now();
+  return true;
+}
+
+bool Scheduler::PeriodicCalibrationDue(const std::string& node_id) {
+  absl::MutexLock l(&mu_);
+  auto [it, unseen] = last_calibration_.try_emplace(node_id, absl::Now());
+  if (unseen || absl::Now() - it->second < options_.calibration_period) return false;
+  it->second = absl::Now();
   return true;
 }
 

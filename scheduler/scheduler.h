@@ -49,6 +49,10 @@ struct SchedulerOptions {
   double max_calibration_noise = 0.05;
   // A quarantined node is recalibrated at most this often.
   absl::Duration recalibration_interval = absl::Seconds(60);
+  // An active node runs its A/A calibration again this long after the last
+  // one (counted from this process's start for nodes it has not seen
+  // calibrate), before its next gate job.
+  absl::Duration calibration_period = absl::Hours(6);
   // QUEUED experiments one submitter may have at once (CI is not limited).
   int max_queued_experiments_per_submitter = 50;
 };
@@ -70,7 +74,7 @@ class Scheduler {
   void AdvanceMerges();
   // Prometheus text format: jobs by state, queued evaluations by kind,
   // nodes by state, and since start: dispatches, claim latency, lease
-  // expiries, verdicts by decision.
+  // expiries, calibrations, verdicts by decision.
   std::string RenderMetrics();
   // Ends long polls and watches promptly (server shutdown).
   void Shutdown();
@@ -95,6 +99,8 @@ class Scheduler {
   void RecordClaim(double seconds, size_t leases);
   // Whether a quarantined node may recalibrate now (and records it).
   bool RecalibrationDue(const std::string& node_id);
+  // Whether an active node's periodic calibration is due (and records it).
+  bool PeriodicCalibrationDue(const std::string& node_id);
   // Live progress of the evaluation a lease works on.
   void RecordProgress(const std::string& lease_id, const v1::Progress& progress);
   // Waits until Notify or `deadline`; false once shut down.
@@ -113,6 +119,7 @@ class Scheduler {
   // Counters since start (for /metrics).
   std::atomic<int64_t> dispatches_{0};
   std::atomic<int64_t> lease_expiries_{0};
+  std::atomic<int64_t> calibrations_{0};
   std::atomic<int64_t> verdicts_[4] = {};  // By v1::Decision value.
   static constexpr double kLatencyBuckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025,
                                                0.05,  0.1,    0.25,  1.0};
@@ -126,6 +133,9 @@ class Scheduler {
   // Latest progress per evaluation id.
   std::map<std::string, v1::Progress> progress_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, absl::Time> last_recalibration_ ABSL_GUARDED_BY(mu_);
+  // When each node last finished (or, unseen, was first asked about) a
+  // calibration.
+  std::map<std::string, absl::Time> last_calibration_ ABSL_GUARDED_BY(mu_);
   // Evaluation of each EVALUATION lease handed out by this process.
   std::map<std::string, std::string> evaluation_of_lease_ ABSL_GUARDED_BY(mu_);
   // Store ids of the samples streamed under each lease.

@@ -22,6 +22,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/densegate.grpc.pb.h"
+#include "results/store/testing/test_database.h"
 
 extern char** environ;
 
@@ -85,7 +86,10 @@ class SchedulerTest : public ::testing::Test {
     Git("init -q");
     Commit("baseline");
     Git("tag base");
+    db_url_ = "sqlite:" + dir_ + "/db";
   }
+
+  void KillAndRestart();
 
   void Git(const std::string& args) {
     Sh("git -c user.name=t -c user.email=t@t -C " + repo_ + " " + args);
@@ -105,7 +109,7 @@ class SchedulerTest : public ::testing::Test {
     const std::string port_file = dir_ + "/port";
     std::remove(port_file.c_str());
     std::vector<std::string> argv = {Runfile("cli/densegate"), "serve", "--address", address,
-                                     "--port_file", port_file, "--db", "sqlite:" + dir_ + "/db",
+                                     "--port_file", port_file, "--db", db_url_,
                                      "--tokens", dir_ + "/tokens", "--lease_s",
                                      std::to_string(lease_s), "--heartbeat_s", "1",
                                      "--max_calibration_noise", "1", "--metrics_address",
@@ -191,6 +195,8 @@ class SchedulerTest : public ::testing::Test {
   }
 
   std::string dir_, repo_, address_;
+  // The store the server runs on: a SQLite file unless a test picks another.
+  std::string db_url_;
   int metrics_port_ = 0;
   std::unique_ptr<Child> server_;
   std::unique_ptr<v1::Densegate::Stub> stub_;
@@ -275,7 +281,9 @@ TEST_F(SchedulerTest, ANodeKilledMidJobLosesItsLeaseAndAnotherFinishes) {
   EXPECT_EQ(e.node_id(), e.verdict().provenance().node_id());
 }
 
-TEST_F(SchedulerTest, SchedulerKilledAndRestartedLosesNoVerdict) {
+// Three candidates, one node; the scheduler is killed with one running and
+// two queued, restarted on the same store, and every verdict arrives once.
+void SchedulerTest::KillAndRestart() {
   Branch("fast", kFast);
   Branch("comment", "sed -i '1i // no-op' checksum.h");
   Branch("wrong", "sed -i 's/1000000007ULL/1000000009ULL/' checksum.h");
@@ -296,6 +304,20 @@ TEST_F(SchedulerTest, SchedulerKilledAndRestartedLosesNoVerdict) {
     EXPECT_NE(e.verdict().decision(), v1::DECISION_UNSPECIFIED) << id;
   }
   EXPECT_EQ(Get(ids[2]).verdict().decision(), v1::REJECT);
+}
+
+TEST_F(SchedulerTest, SchedulerKilledAndRestartedLosesNoVerdict) { KillAndRestart(); }
+
+TEST_F(SchedulerTest, OnPostgresqlTooSchedulerKilledAndRestartedLosesNoVerdict) {
+  const std::string url = results::testing::PostgresUrlFromEnv();
+  if (url.empty()) {
+    if (std::getenv("CI") != nullptr) FAIL() << "DENSEGATE_PG_URL is not set under CI";
+    GTEST_SKIP() << "DENSEGATE_PG_URL not set: eval \"$(tools/pg_cluster.sh start)\"";
+  }
+  auto db = results::testing::TestDatabase::CreatePostgres(url, "scheduler_restart");
+  ASSERT_TRUE(db.ok()) << db.status();
+  db_url_ = (*db)->url();
+  KillAndRestart();
 }
 
 TEST_F(SchedulerTest, CiRunsBeforeExperimentsAndCancelStopsARunningJob) {
@@ -458,6 +480,29 @@ TEST_F(SchedulerTest, MergeQueueLandsOnlyWhatWasMeasuredAgainstTheTip) {
   EXPECT_THAT(fast_note, HasSubstr("densegate: accept (policy gain)"));
   EXPECT_THAT(fast_note, HasSubstr("re-measure of " + fast));
   EXPECT_THAT(fast_note, HasSubstr("checksum.time: "));
+}
+
+TEST_F(SchedulerTest, ActiveNodesCalibrateAgainPeriodically) {
+  Branch("comment", "echo '# no-op' >> build.sh");
+  StartServer(30, "127.0.0.1:0", {"--calibration_period_s", "1"});
+  auto node = StartNode("n1");
+  v1::SubmitResponse r;
+  ASSERT_TRUE(Submit("ci-token-0001", "comment", v1::CI, &r).ok());
+  // Calibration on join, then the evaluation (longer than the period).
+  EXPECT_EQ(WaitDone(r.evaluation().id()).state(), v1::FINISHED);
+  // The node's next request finds its calibration a period old: it
+  // calibrates again before any further gate work.
+  auto calibrations = [&] {
+    const std::string m = Metrics(), key = "\ndensegate_calibrations_total ";
+    size_t at = m.find(key);
+    return at == std::string::npos ? -1 : std::atoi(m.c_str() + at + key.size());
+  };
+  int n = calibrations();
+  for (int i = 0; i < 600 && n < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    n = calibrations();
+  }
+  EXPECT_GE(n, 2) << Metrics();
 }
 
 TEST_F(SchedulerTest, RolesAndBadRequestsGetPreciseStatuses) {
