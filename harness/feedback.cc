@@ -67,6 +67,28 @@ json Attribution(const CounterMedians& c) {
   return out;
 }
 
+// The other counters (volumes: steps, batch sizes, bytes) that moved by 5%
+// or more, most first: they often say why the time moved.
+json VolumeChanges(const CounterMedians& c) {
+  std::vector<std::pair<double, std::string>> ranked;
+  for (const auto& [name, medians] : c.counters) {
+    const auto [base, cand] = medians;
+    if (TimeSuffix(name) > 0 || !(base > 0) || !(cand > 0)) continue;
+    const double moved = std::fabs(std::log(cand / base));
+    if (moved >= std::log(1.05)) ranked.push_back({moved, name});
+  }
+  std::sort(ranked.rbegin(), ranked.rend());
+  json out = json::array();
+  for (size_t i = 0; i < ranked.size() && i < 3; ++i) {
+    const auto [base, cand] = c.counters.at(ranked[i].second);
+    out.push_back({{"counter", ranked[i].second},
+                   {"baseline", base},
+                   {"candidate", cand},
+                   {"ratio", cand / base}});
+  }
+  return out;
+}
+
 }  // namespace
 
 json VerdictJson(const v1::Verdict& v) {
@@ -115,11 +137,13 @@ json FeedbackJson(const v1::Verdict& v, const std::vector<CounterMedians>& count
     return std::fabs(std::log(a->speedup())) > std::fabs(std::log(b->speedup()));
   });
   // metric -> what its benchmark's counters say about it.
-  std::map<std::string, json> attribution;
+  std::map<std::string, json> attribution, volumes;
   for (const CounterMedians& c : counters) {
-    json a = Attribution(c);
-    if (a.empty()) continue;
-    for (const std::string& metric : c.metrics) attribution[metric] = a;
+    json a = Attribution(c), v = VolumeChanges(c);
+    for (const std::string& metric : c.metrics) {
+      if (!a.empty()) attribution[metric] = a;
+      if (!v.empty()) volumes[metric] = v;
+    }
   }
   auto component = [&](const std::string& metric) {
     auto it = attribution.find(metric);
@@ -144,6 +168,7 @@ json FeedbackJson(const v1::Verdict& v, const std::vector<CounterMedians>& count
     if (attribution.count(m->metric())) {
       out["moved"].back()["attributed_to"] = attribution[m->metric()];
     }
+    if (volumes.count(m->metric())) out["moved"].back()["volumes_moved"] = volumes[m->metric()];
   }
   out["within_noise"] = json::array();
   for (const auto* m : unchanged) {

@@ -51,7 +51,8 @@ nlohmann::json VerdictJson(const v1::Verdict& verdict);
 // counters is attributed to the time counters (names ending in _ns, _us or
 // _ms; one unit per benchmark) that changed most
 // relative to their baseline, among those holding at least 1% of the
-// largest time counter (so that noise in a tiny counter does not lead).
+// largest time counter (so that noise in a tiny counter does not lead),
+// with the other counters (volumes) that moved by 5% or more.
 nlohmann::json FeedbackJson(const v1::Verdict& verdict,
                             const std::vector<CounterMedians>& counters = {});
 

@@ -104,6 +104,8 @@ TEST(FeedbackTest, EndToEndChangeIsAttributedToTheTimeCounterThatMovedMost) {
   EXPECT_EQ(by[1]["counter"], "decode_ms");
   EXPECT_EQ(by[2]["counter"], "kda_ms");
   EXPECT_NE(f["headline"].get<std::string>().find("runtime/transfer"), std::string::npos);
+  ASSERT_EQ(f["moved"][0]["volumes_moved"].size(), 1);
+  EXPECT_EQ(f["moved"][0]["volumes_moved"][0]["counter"], "decode_steps");
 }
 
 TEST(FeedbackTest, BundleRecordsInfrastructureErrorsInsteadOfAVerdict) {
