@@ -575,6 +575,15 @@ std::string Scheduler::RenderMetrics() {
     line(absl::StrCat("densegate_jobs{state=\"done\"} ", c->done));
     line(absl::StrCat("densegate_jobs{state=\"cancelled\"} ", c->cancelled));
     line(absl::StrCat("densegate_jobs{state=\"dead\"} ", c->dead));
+    line("# HELP densegate_queue_depth Queued jobs by class (claim order: calibration, ci, "
+         "experiment), priority within the class, and required accelerator kind.");
+    line("# TYPE densegate_queue_depth gauge");
+    for (const results::QueueCounts::Group& g : c->queued_by_group) {
+      line(absl::StrFormat(
+          "densegate_queue_depth{class=\"%s\",priority=\"%d\",accelerator_kind=\"%s\"} %d",
+          g.job_class, g.priority, g.accelerator_kind.empty() ? "any" : g.accelerator_kind,
+          g.count));
+    }
   }
   line("# HELP densegate_queued_evaluations Queued evaluations by kind (counted up to 1000).");
   line("# TYPE densegate_queued_evaluations gauge");

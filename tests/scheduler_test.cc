@@ -330,6 +330,12 @@ TEST_F(SchedulerTest, CiRunsBeforeExperimentsAndCancelStopsARunningJob) {
   ASSERT_TRUE(Submit("agent-token-01", "fast", v1::EXPERIMENT, &experiment).ok());
   ASSERT_TRUE(Submit("ci-token-0001", "comment", v1::CI, &ci).ok());
   ASSERT_TRUE(Submit("agent-token-01", "wrong", v1::EXPERIMENT, &doomed).ok());
+  // /metrics shows the queue by class, priority and accelerator kind.
+  const std::string queued = Metrics();
+  EXPECT_THAT(queued, HasSubstr("densegate_queue_depth{class=\"ci\",priority=\"0\","
+                                "accelerator_kind=\"any\"} 1"));
+  EXPECT_THAT(queued, HasSubstr("densegate_queue_depth{class=\"experiment\",priority=\"0\","
+                                "accelerator_kind=\"any\"} 2"));
   auto node = StartNode("only");
   // One node, one job at a time: CI is leased first although submitted later.
   WaitDone(ci.evaluation().id(), v1::RUNNING);

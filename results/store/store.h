@@ -124,6 +124,14 @@ struct QueueCounts {
   int64_t done = 0;
   int64_t cancelled = 0;
   int64_t dead = 0;
+  // Queued jobs by what orders them and where they may run.
+  struct Group {
+    std::string job_class;  // "calibration", "ci" or "experiment"
+    int32_t priority = 0;
+    std::string accelerator_kind;  // required; empty: any node
+    int64_t count = 0;
+  };
+  std::vector<Group> queued_by_group;
 };
 
 struct StageRecord {

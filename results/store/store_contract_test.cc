@@ -452,6 +452,25 @@ TEST_P(StoreContractTest, ClaimsCiBeforeExperimentsThenPriorityThenFifo) {
   EXPECT_THAT(Claim("n1", 5), IsEmpty());
 }
 
+TEST_P(StoreContractTest, CountsQueuedJobsByClassPriorityAndAcceleratorKind) {
+  JobRequirements gpu;
+  gpu.accelerator_kind = "nvidia-h200";
+  SubmitOk(MakeCandidate("ci-1", v1::CI), 0);
+  SubmitOk(MakeCandidate("ci-2", v1::CI), 0);
+  SubmitOk(MakeCandidate("ci-gpu", v1::CI), 0, 0, gpu);
+  SubmitOk(MakeCandidate("e-9", v1::EXPERIMENT), 9);
+  ASSERT_OK_AND_ASSIGN(QueueCounts counts, store_->CountJobs());
+  EXPECT_EQ(counts.queued, 4);
+  ASSERT_THAT(counts.queued_by_group, SizeIs(3));
+  auto group = [&](size_t i) {
+    const QueueCounts::Group& g = counts.queued_by_group[i];
+    return absl::StrCat(g.job_class, "/", g.priority, "/", g.accelerator_kind, "=", g.count);
+  };
+  EXPECT_EQ(group(0), "ci/0/=2");
+  EXPECT_EQ(group(1), "ci/0/nvidia-h200=1");
+  EXPECT_EQ(group(2), "experiment/9/=1");
+}
+
 TEST_P(StoreContractTest, ClaimMatchesNodeDimensions) {
   JobRequirements big;
   big.accelerator_kind = "nvidia-h200";

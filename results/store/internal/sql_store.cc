@@ -1024,6 +1024,21 @@ class SqlStore : public Store {
                 break;
             }
           }
+          DG_ASSIGN_OR_RETURN(
+              SqlResult g,
+              tx.Exec("SELECT priority_class, priority, req_accelerator_kind, "
+                      "COUNT(*) FROM jobs WHERE state = $1 GROUP BY "
+                      "priority_class, priority, req_accelerator_kind ORDER BY "
+                      "priority_class, priority DESC, req_accelerator_kind",
+                      {kJobQueued}));
+          for (const SqlRow& row : g.rows) {
+            const int64_t cls = row.Int(0);
+            counts.queued_by_group.push_back(
+                {cls == kClassCalibration ? "calibration"
+                 : cls == kClassCi        ? "ci"
+                                          : "experiment",
+                 static_cast<int32_t>(row.Int(1)), row.Text(2), row.Int(3)});
+          }
           return absl::OkStatus();
         }));
     return counts;
