@@ -41,6 +41,22 @@ size_t TimeSuffix(const std::string& name) {
   return 0;
 }
 
+// The three counters of `ranked` ((how much it moved, name)) that moved
+// most, with both arms' medians.
+json Top3(const CounterMedians& c, std::vector<std::pair<double, std::string>>* ranked) {
+  std::sort(ranked->rbegin(), ranked->rend());
+  json out = json::array();
+  for (size_t i = 0; i < ranked->size() && i < 3; ++i) {
+    const std::string& name = (*ranked)[i].second;
+    const auto [base, cand] = c.counters.at(name);
+    out.push_back({{"counter", name},
+                   {"baseline", base},
+                   {"candidate", cand},
+                   {"ratio", base > 0 ? json(cand / base) : json(nullptr)}});
+  }
+  return out;
+}
+
 // The time counters of `c` that moved most, largest relative change first.
 json Attribution(const CounterMedians& c) {
   double largest = 0;
@@ -55,16 +71,7 @@ json Attribution(const CounterMedians& c) {
     double moved = base > 0 && cand > 0 ? std::fabs(std::log(cand / base)) : HUGE_VAL;
     ranked.push_back({moved, name});
   }
-  std::sort(ranked.rbegin(), ranked.rend());
-  json out = json::array();
-  for (size_t i = 0; i < ranked.size() && i < 3; ++i) {
-    const auto [base, cand] = c.counters.at(ranked[i].second);
-    out.push_back({{"counter", ranked[i].second},
-                   {"baseline", base},
-                   {"candidate", cand},
-                   {"ratio", base > 0 ? json(cand / base) : json(nullptr)}});
-  }
-  return out;
+  return Top3(c, &ranked);
 }
 
 // The other counters (volumes: steps, batch sizes, bytes) that moved by 5%
@@ -77,16 +84,7 @@ json VolumeChanges(const CounterMedians& c) {
     const double moved = std::fabs(std::log(cand / base));
     if (moved >= std::log(1.05)) ranked.push_back({moved, name});
   }
-  std::sort(ranked.rbegin(), ranked.rend());
-  json out = json::array();
-  for (size_t i = 0; i < ranked.size() && i < 3; ++i) {
-    const auto [base, cand] = c.counters.at(ranked[i].second);
-    out.push_back({{"counter", ranked[i].second},
-                   {"baseline", base},
-                   {"candidate", cand},
-                   {"ratio", cand / base}});
-  }
-  return out;
+  return Top3(c, &ranked);
 }
 
 }  // namespace

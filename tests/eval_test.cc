@@ -355,23 +355,7 @@ TEST_F(EvalTest, FullDiskIsAnInfrastructureErrorAndTheWorkspaceIsCleaned) {
   EXPECT_THAT(bundle.str(), HasSubstr("is full")) << bundle.str();
 }
 
-TEST_F(EvalTest, InvalidBaselineManifestIsAnInputError) {
-  Write("densegate.json", "{\"schema_version\": 1, \"build\": {\"comand\": \"sh build.sh\"}}");
-  Commit("break the manifest");
-  EvaluatorOptions options;
-  options.workspace_root = Tmp() + "/ws-" + name_;
-  Evaluator evaluator(options, launcher_.get());
-  EvalRequest request;
-  request.repo = repo_;
-  request.baseline_ref = "HEAD";
-  request.candidate_ref = "HEAD";
-  auto outcome = evaluator.Evaluate(request, nullptr);
-  EXPECT_EQ(outcome.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(outcome.status().message()), HasSubstr("densegate.json is invalid"));
-  EXPECT_THAT(std::string(outcome.status().message()), HasSubstr("comand"));
-}
-
-TEST_F(EvalTest, UnknownRefAndMissingManifestAreInputErrors) {
+TEST_F(EvalTest, UnknownRefAndMissingOrInvalidManifestAreInputErrors) {
   EvaluatorOptions options;
   options.workspace_root = Tmp() + "/ws-" + name_;
   Evaluator evaluator(options, launcher_.get());
@@ -390,6 +374,13 @@ TEST_F(EvalTest, UnknownRefAndMissingManifestAreInputErrors) {
   auto no_manifest = evaluator.Evaluate(request, nullptr);
   EXPECT_EQ(no_manifest.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(no_manifest.status().message()), HasSubstr("densegate.json"));
+
+  Write("densegate.json", "{\"schema_version\": 1, \"build\": {\"comand\": \"sh build.sh\"}}");
+  Commit("a manifest with a typo");
+  auto invalid = evaluator.Evaluate(request, nullptr);
+  EXPECT_EQ(invalid.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(invalid.status().message()), HasSubstr("densegate.json is invalid"));
+  EXPECT_THAT(std::string(invalid.status().message()), HasSubstr("comand"));
 }
 
 }  // namespace
