@@ -62,6 +62,11 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   builder.RegisterService(s->scheduler_->client_service());
   builder.RegisterService(s->scheduler_->node_service());
   builder.SetMaxReceiveMessageSize(16 << 20);
+  // Enough polling threads kept for a burst of node calls: the default (one)
+  // makes gRPC start and stop threads under load (measured: about 12% more
+  // dispatches/s with 8 nodes, scheduler/README.md).
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 4);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 16);
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError("cannot listen on " + options.address);
