@@ -562,6 +562,67 @@ TEST_F(SchedulerTest, RolesAndBadRequestsGetPreciseStatuses) {
     v1::Evaluation e;
     EXPECT_EQ(stub_->GetEvaluation(&ctx, req, &e).error_code(), grpc::StatusCode::NOT_FOUND);
   }
+  // An oversized request: a hypothesis over 16 KiB is refused by the
+  // scheduler, a message over 16 MiB by gRPC itself.
+  {
+    v1::SubmitRequest req;
+    req.set_repo(repo_);
+    req.set_baseline_ref("base");
+    req.set_candidate_ref("comment");
+    req.set_kind(v1::CI);
+    req.set_hypothesis(std::string(20000, 'h'));
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer ci-token-0001");
+    v1::SubmitResponse big;
+    EXPECT_EQ(stub_->Submit(&ctx, req, &big).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    req.set_hypothesis(std::string(17 << 20, 'h'));
+    grpc::ClientContext huge_ctx;
+    huge_ctx.AddMetadata("authorization", "Bearer ci-token-0001");
+    EXPECT_EQ(stub_->Submit(&huge_ctx, req, &big).error_code(),
+              grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  // A node finishing a lease another node holds: FAILED_PRECONDITION, and
+  // the holder's lease is untouched.
+  {
+    auto nodes = v1::NodeService::NewStub(
+        grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+    auto call = [](auto method) {
+      grpc::ClientContext ctx;
+      ctx.AddMetadata("authorization", "Bearer node-token-001");
+      return method(&ctx);
+    };
+    std::string ids[2];
+    for (int i = 0; i < 2; ++i) {
+      v1::RegisterNodeRequest reg;
+      reg.set_name(i == 0 ? "holder" : "intruder");
+      reg.mutable_dimensions()->set_accelerator_kind("cpu");
+      reg.mutable_dimensions()->set_fingerprint("test");
+      v1::RegisterNodeResponse resp;
+      ASSERT_TRUE(call([&](grpc::ClientContext* c) { return nodes->RegisterNode(c, reg, &resp); }).ok());
+      ids[i] = resp.node_id();
+    }
+    v1::SynchronizeRequest sync;
+    sync.set_node_id(ids[0]);
+    v1::SynchronizeResponse lease;  // The holder's calibration job.
+    ASSERT_TRUE(call([&](grpc::ClientContext* c) { return nodes->Synchronize(c, sync, &lease); }).ok());
+    ASSERT_TRUE(lease.has_lease());
+    v1::FinishLeaseRequest finish;
+    finish.set_node_id(ids[1]);
+    finish.set_lease_id(lease.lease().id());
+    finish.set_calibration_noise(0.01);
+    v1::FinishLeaseResponse ignored;
+    grpc::Status st =
+        call([&](grpc::ClientContext* c) { return nodes->FinishLease(c, finish, &ignored); });
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << st.error_message();
+    finish.set_lease_id("lease-that-never-was");
+    EXPECT_NE(call([&](grpc::ClientContext* c) { return nodes->FinishLease(c, finish, &ignored); })
+                  .error_code(),
+              grpc::StatusCode::OK);
+    finish.set_node_id(ids[0]);
+    finish.set_lease_id(lease.lease().id());
+    EXPECT_TRUE(
+        call([&](grpc::ClientContext* c) { return nodes->FinishLease(c, finish, &ignored); }).ok());
+  }
   // The submitter may cancel its own queued evaluation (no node is running).
   {
     grpc::ClientContext ctx;
