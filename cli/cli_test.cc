@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -72,7 +73,7 @@ TEST(CliTest, UnknownFlagNamesTheFlag) {
 
 TEST(CliTest, EverySubcommandHasHelp) {
   for (const char* cmd : {"", "version", "manifest", "manifest check", "db", "db migrate",
-                          "verdict", "verdict recompute"}) {
+                          "verdict", "verdict recompute", "report"}) {
     Result r = RunDensegate(absl::StrCat(cmd, " --help"));
     EXPECT_EQ(r.exit_code, 0) << cmd << ": " << r.output;
     EXPECT_THAT(r.output, HasSubstr("Usage:")) << cmd;
@@ -127,6 +128,23 @@ TEST(CliTest, DbMigrateCreatesAndReportsTheSchema) {
   EXPECT_THAT(first.output, HasSubstr("schema version"));
   Result again = RunDensegate("db migrate --db " + db);  // Idempotent.
   EXPECT_EQ(again.exit_code, 0) << again.output;
+}
+
+TEST(CliTest, ReportWritesMarkdownAndJsonAndRejectsBadFlags) {
+  std::string db = absl::StrCat("sqlite:", getenv("TEST_TMPDIR"), "/report.db");
+  ASSERT_EQ(RunDensegate("db migrate --db " + db).exit_code, 0);
+  const std::string out = getenv("TEST_TMPDIR");
+  Result r = RunDensegate("report --db " + db + " --branch main --out " + out);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("report.md"));
+  std::ifstream md(out + "/report.md");
+  std::stringstream text;
+  text << md.rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("# densegate report"));
+  EXPECT_THAT(text.str(), HasSubstr("branch main"));
+  EXPECT_TRUE(std::ifstream(out + "/report.json").good());
+  EXPECT_EQ(RunDensegate("report --db " + db + " --since yesterday --out " + out).exit_code, 2);
+  EXPECT_EQ(RunDensegate("report --db " + db + " --format pdf --out " + out).exit_code, 2);
 }
 
 TEST(CliTest, VerdictRecomputeOfUnknownIdIsUsageError) {

@@ -1,0 +1,53 @@
+// Report: what a manager reads about a branch over a period, gathered from
+// the store. The JSON form (BuildReport) holds the data; the renderers write
+// it for people (RenderMarkdown: text and tables for chat and CI comments).
+//
+// Content:
+//   headline     each metric's cumulative speedup over the candidates that
+//                landed on the branch (product of the per-merge speedups, with
+//                the products of their interval ends as a bracket)
+//   timeline     per metric, each landed commit with its step and
+//                cumulative speedup
+//   candidates   every finished evaluation in the period: who, kind,
+//                decision, primary metric with interval, claims, first
+//                reason, merge state
+//   rejected     the rejected candidates grouped by reason (correctness,
+//                precision, regression, gaming, protected path, build)
+//   change_points  e-divisive change points in each metric's history of
+//                candidate values, with the evaluation each points at
+//   nodes        node health: state and A/A calibration noise
+//
+// Thread-safety: free functions; the store is used through its own
+// thread-safe interface.
+#ifndef DENSEGATE_RESULTS_REPORT_REPORT_H_
+#define DENSEGATE_RESULTS_REPORT_REPORT_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+#include "results/store/store.h"
+
+namespace densegate::results {
+
+struct ReportRequest {
+  // Repository URL or path as submitted; empty: all.
+  std::string repo;
+  // Target branch of the candidates; empty: all.
+  std::string branch;
+  absl::Time since = absl::InfinitePast();
+};
+
+// NotFound-free: an empty period gives an empty report. Store errors pass
+// through.
+absl::StatusOr<nlohmann::json> BuildReport(Store& store, const ReportRequest& request,
+                                           absl::Time now);
+
+// The report as Markdown: headline, timeline, candidates, rejected by
+// reason, change points, nodes.
+std::string RenderMarkdown(const nlohmann::json& report);
+
+}  // namespace densegate::results
+
+#endif  // DENSEGATE_RESULTS_REPORT_REPORT_H_
