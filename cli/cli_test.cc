@@ -143,6 +143,7 @@ TEST(CliTest, ReportWritesMarkdownAndJsonAndRejectsBadFlags) {
   EXPECT_THAT(text.str(), HasSubstr("# densegate report"));
   EXPECT_THAT(text.str(), HasSubstr("branch main"));
   EXPECT_TRUE(std::ifstream(out + "/report.json").good());
+  EXPECT_TRUE(std::ifstream(out + "/report.html").good());
   EXPECT_EQ(RunDensegate("report --db " + db + " --since yesterday --out " + out).exit_code, 2);
   EXPECT_EQ(RunDensegate("report --db " + db + " --format pdf --out " + out).exit_code, 2);
 }

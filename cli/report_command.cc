@@ -1,5 +1,5 @@
 // `densegate report`: a branch's regression report from the store, as
-// Markdown and JSON files (results/report).
+// HTML, Markdown and JSON files (results/report).
 #include <fstream>
 #include <iostream>
 
@@ -16,7 +16,7 @@ struct ReportArgs {
   std::string db;
   std::string repo, branch, since;
   std::string out = ".";
-  std::string formats = "md,json";
+  std::string formats = "html,md,json";
 };
 
 int Report(const ReportArgs& a) {
@@ -34,9 +34,8 @@ int Report(const ReportArgs& a) {
   }
   std::vector<std::string> formats = absl::StrSplit(a.formats, ',', absl::SkipEmpty());
   for (const std::string& f : formats) {
-    if (f != "md" && f != "json") {
-      std::cerr << "densegate report: --format \"" << f
-                << "\": expected md or json (html is not built yet)\n";
+    if (f != "html" && f != "md" && f != "json") {
+      std::cerr << "densegate report: --format \"" << f << "\": expected html, md or json\n";
       return kExitUsage;
     }
   }
@@ -54,7 +53,9 @@ int Report(const ReportArgs& a) {
   for (const std::string& f : formats) {
     const std::string path = a.out + "/report." + f;
     std::ofstream file(path);
-    file << (f == "md" ? results::RenderMarkdown(*report) : report->dump(2) + "\n");
+    file << (f == "html" ? results::RenderHtml(*report)
+             : f == "md" ? results::RenderMarkdown(*report)
+                         : report->dump(2) + "\n");
     if (!file) {
       std::cerr << "densegate report: cannot write " << path << "\n";
       return kExitInfrastructure;
@@ -79,7 +80,7 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--out", args->out, "Directory for report.<format>")
       ->capture_default_str()
       ->check(CLI::ExistingDirectory);
-  cmd->add_option("--format", args->formats, "Comma-separated: md, json")
+  cmd->add_option("--format", args->formats, "Comma-separated: html, md, json")
       ->capture_default_str();
   cmd->callback([args, exit_code] { *exit_code = Report(*args); });
 }

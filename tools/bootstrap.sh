@@ -15,8 +15,8 @@ packages=(
 )
 if [[ "${1:-}" == "--test" ]]; then
   # PostgreSQL for the store tests; gRPC for Python for the cross-language
-  # client test.
-  packages+=(postgresql-15 python3-grpcio python3-grpc-tools)
+  # client test; Chromium to render the HTML report headless.
+  packages+=(postgresql-15 python3-grpcio python3-grpc-tools chromium)
 fi
 
 missing=()

@@ -1,6 +1,7 @@
 // Report: what a manager reads about a branch over a period, gathered from
 // the store. The JSON form (BuildReport) holds the data; the renderers write
-// it for people (RenderMarkdown: text and tables for chat and CI comments).
+// it for people (RenderMarkdown: text and tables for chat and CI comments;
+// RenderHtml: one offline page with charts).
 //
 // Content:
 //   headline     each metric's cumulative speedup over the candidates that
@@ -47,6 +48,11 @@ absl::StatusOr<nlohmann::json> BuildReport(Store& store, const ReportRequest& re
 // The report as Markdown: headline, timeline, candidates, rejected by
 // reason, change points, nodes.
 std::string RenderMarkdown(const nlohmann::json& report);
+
+// The same as one self-contained HTML page (inline CSS and SVG, no script,
+// nothing fetched): a chart per metric of the cumulative speedup over the
+// landed commits, with the bracket as a band, axes with units and a legend.
+std::string RenderHtml(const nlohmann::json& report);
 
 }  // namespace densegate::results
 

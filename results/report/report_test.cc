@@ -1,5 +1,9 @@
 #include "results/report/report.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -128,6 +132,86 @@ TEST_F(ReportTest, HeadlineRejectionsChangePointsAndNodesFromTheStore) {
   EXPECT_THAT(md, HasSubstr("c2: GAMING"));
   EXPECT_THAT(md, HasSubstr("| node-a |"));
   EXPECT_THAT(md, HasSubstr("## Change points"));
+
+  // HTML: self-contained, one chart with the first version and the three
+  // landings, the headline card, every section.
+  const std::string html = RenderHtml(r);
+  EXPECT_THAT(html, HasSubstr("<svg class=\"chart\""));
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("http://"), std::string::npos);
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+  const size_t series = html.find("<polyline class=\"series\" points=\"");
+  ASSERT_NE(series, std::string::npos);
+  const std::string points = html.substr(series, html.find("\"/>", series) - series);
+  EXPECT_EQ(std::count(points.begin(), points.end(), ','), 4) << points;
+  EXPECT_THAT(html, HasSubstr("3.30x"));
+  EXPECT_THAT(html, HasSubstr("speedup vs first version (x)"));
+  EXPECT_THAT(html, HasSubstr("<h3>gaming (1)</h3>"));
+  EXPECT_THAT(html, HasSubstr("<td>node-a</td>"));
+}
+
+// Runs headless Chromium on `page`: its console output (stderr) and the DOM
+// after load. False when Chromium is not installed.
+bool RunChromium(const std::string& page, const std::string& screenshot, std::string* console,
+                 std::string* dom) {
+  if (std::system("command -v chromium > /dev/null 2>&1") != 0) return false;
+  const std::string tmp = std::getenv("TEST_TMPDIR");
+  const std::string flags =
+      "--headless --no-sandbox --disable-gpu --enable-logging=stderr --v=0 "
+      "--window-size=1200,2400 --user-data-dir=" + tmp + "/chromium-profile";
+  EXPECT_EQ(std::system(absl::StrCat("chromium ", flags, " --screenshot=", screenshot, " file://",
+                                     page, " 2> ", tmp, "/console.txt > /dev/null")
+                            .c_str()),
+            0);
+  EXPECT_EQ(std::system(absl::StrCat("chromium ", flags, " --dump-dom file://", page, " > ", tmp,
+                                     "/dom.html 2> /dev/null")
+                            .c_str()),
+            0);
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  *console = read(tmp + "/console.txt");
+  *dom = read(tmp + "/dom.html");
+  return true;
+}
+
+TEST_F(ReportTest, HtmlLoadsInHeadlessChromiumWithoutConsoleErrorsAndWithData) {
+  Finish("c0", v1::ACCEPT, 100, 1.4, v1::VERIFIED, /*merge=*/true);
+  Finish("c1", v1::REJECT, 100, 0.8, v1::REGRESSION);
+  Finish("c2", v1::ACCEPT, 70, 1.3, v1::VERIFIED, /*merge=*/true);
+  absl::StatusOr<nlohmann::json> report = BuildReport(*store_, {}, absl::FromUnixSeconds(0));
+  ASSERT_TRUE(report.ok()) << report.status();
+  const std::string tmp = std::getenv("TEST_TMPDIR");
+  const std::string page = tmp + "/report.html", shot = tmp + "/report.png";
+  std::ofstream(page) << RenderHtml(*report);
+  // The console check must be able to fail: a page that logs an error.
+  const std::string control = tmp + "/control.html";
+  std::ofstream(control) << "<!DOCTYPE html><html><body><script>console.error('control')"
+                            "</script></body></html>";
+  std::string console, dom;
+  if (!RunChromium(control, tmp + "/control.png", &console, &dom)) {
+    if (std::getenv("CI") != nullptr) FAIL() << "chromium is not installed (tools/bootstrap.sh --test)";
+    GTEST_SKIP() << "chromium is not installed";
+  }
+  ASSERT_THAT(console, HasSubstr("CONSOLE")) << "the console check cannot see errors";
+
+  ASSERT_TRUE(RunChromium(page, shot, &console, &dom));
+  EXPECT_EQ(console.find("CONSOLE"), std::string::npos) << console;
+  std::ifstream png(shot, std::ios::binary | std::ios::ate);
+  ASSERT_TRUE(png.good()) << "no screenshot";
+  EXPECT_GT(static_cast<int64_t>(png.tellg()), 20000) << "the screenshot looks blank";
+  // The chart as the browser parsed it: the series through the first
+  // version and both landings, the band, labelled axes.
+  const size_t series = dom.find("class=\"series\" points=\"");
+  ASSERT_NE(series, std::string::npos) << dom;
+  const std::string points = dom.substr(series, dom.find('"', series + 24) - series);
+  EXPECT_EQ(std::count(points.begin(), points.end(), ','), 3) << points;
+  EXPECT_THAT(dom, HasSubstr("class=\"band\""));
+  EXPECT_THAT(dom, HasSubstr("speedup vs first version (x)"));
+  EXPECT_THAT(dom, HasSubstr("1.82x"));  // 1.4 x 1.3, the headline card.
 }
 
 TEST_F(ReportTest, AnEmptyPeriodSaysSo) {
