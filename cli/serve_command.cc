@@ -17,7 +17,7 @@ struct ServeArgs {
   std::string db;
   std::string tokens;
   std::string port_file;
-  std::string metrics_address;
+  std::string http_address;
   std::string tls_cert, tls_key;
   int lease_s = 60;
   int heartbeat_s = 10;
@@ -41,7 +41,7 @@ int Serve(const ServeArgs& a) {
   scheduler::ServerOptions o;
   o.address = a.address;
   o.tokens_file = a.tokens;
-  o.metrics_address = a.metrics_address;
+  o.http_address = a.http_address;
   o.tls_cert_file = a.tls_cert;
   o.tls_key_file = a.tls_key;
   o.scheduler.lease_duration = absl::Seconds(a.lease_s);
@@ -61,7 +61,7 @@ int Serve(const ServeArgs& a) {
   if (!a.port_file.empty()) {
     // Written whole, then renamed: a reader never sees a partial number.
     std::string tmp = a.port_file + ".tmp";
-    std::ofstream(tmp) << (*server)->port() << "\n" << (*server)->metrics_port() << "\n";
+    std::ofstream(tmp) << (*server)->port() << "\n" << (*server)->http_port() << "\n";
     std::rename(tmp.c_str(), a.port_file.c_str());
   }
   absl::Notification stop;
@@ -86,11 +86,12 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                   "tokens file (ROLE TOKEN [PRINCIPAL] per line); without it only loopback "
                   "addresses are allowed and every caller is admin");
   cmd->add_option("--port_file", args->port_file,
-                  "write the bound gRPC port (and on a second line the metrics port) here");
+                  "write the bound gRPC port (and on a second line the HTTP port) here");
   cmd->add_option("--tls_cert", args->tls_cert, "server certificate (PEM): serve TLS only");
   cmd->add_option("--tls_key", args->tls_key, "server private key (PEM)");
-  cmd->add_option("--metrics_address", args->metrics_address,
-                  "host:port serving GET /metrics (Prometheus text format); off when empty");
+  cmd->add_option("--http_address", args->http_address,
+                  "host:port serving GET /metrics (Prometheus text format) and GET /report "
+                  "(HTML, ?format=md|json, viewer token); off when empty");
   cmd->add_option("--lease_s", args->lease_s, "lease lifetime without heartbeats")
       ->capture_default_str();
   cmd->add_option("--heartbeat_s", args->heartbeat_s, "node heartbeat interval")

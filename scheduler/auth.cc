@@ -71,35 +71,40 @@ absl::StatusOr<Authenticator> Authenticator::FromFile(const std::string& path) {
   return FromText(s.str());
 }
 
+absl::StatusOr<Principal> Authenticator::AuthorizeBearer(
+    absl::string_view authorization, std::initializer_list<Role> allowed) const {
+  if (open()) return Principal{Role::kAdmin, "admin:local"};
+  if (authorization.empty()) {
+    return absl::UnauthenticatedError("missing \"authorization: Bearer TOKEN\"");
+  }
+  if (!absl::ConsumePrefix(&authorization, "Bearer ")) {
+    return absl::UnauthenticatedError("authorization is not a Bearer token");
+  }
+  auto token = tokens_.find(std::string(authorization));
+  if (token == tokens_.end()) return absl::UnauthenticatedError("unknown token");
+  const Principal& principal = token->second;
+  if (principal.role == Role::kAdmin) return principal;
+  for (Role r : allowed) {
+    if (r == principal.role) return principal;
+  }
+  return absl::PermissionDeniedError(
+      absl::StrFormat("role %s may not call this", RoleName(principal.role)));
+}
+
 grpc::Status Authenticator::Authorize(const grpc::ServerContext* context,
                                       std::initializer_list<Role> allowed,
                                       Principal* principal) const {
-  if (open()) {
-    principal->role = Role::kAdmin;
-    principal->name = "admin:local";
-    return grpc::Status::OK;
-  }
   const auto& md = context->client_metadata();
   auto it = md.find("authorization");
-  if (it == md.end()) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "missing \"authorization: Bearer TOKEN\" metadata");
+  absl::StatusOr<Principal> who = AuthorizeBearer(
+      it == md.end() ? absl::string_view() : absl::string_view(it->second.data(), it->second.size()),
+      allowed);
+  if (!who.ok()) {
+    return grpc::Status(static_cast<grpc::StatusCode>(who.status().code()),
+                        std::string(who.status().message()));
   }
-  absl::string_view value(it->second.data(), it->second.size());
-  if (!absl::ConsumePrefix(&value, "Bearer ")) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "authorization is not a Bearer token");
-  }
-  auto token = tokens_.find(std::string(value));
-  if (token == tokens_.end()) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "unknown token");
-  }
-  *principal = token->second;
-  if (principal->role == Role::kAdmin) return grpc::Status::OK;
-  for (Role r : allowed) {
-    if (r == principal->role) return grpc::Status::OK;
-  }
-  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                      absl::StrFormat("role %s may not call this", RoleName(principal->role)));
+  *principal = *who;
+  return grpc::Status::OK;
 }
 
 }  // namespace densegate::scheduler

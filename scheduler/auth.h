@@ -47,6 +47,10 @@ class Authenticator {
   // PERMISSION_DENIED otherwise.
   grpc::Status Authorize(const grpc::ServerContext* context,
                          std::initializer_list<Role> allowed, Principal* principal) const;
+  // The same for an `authorization` value ("Bearer TOKEN"; empty when the
+  // caller sent none), e.g. from an HTTP request.
+  absl::StatusOr<Principal> AuthorizeBearer(absl::string_view authorization,
+                                            std::initializer_list<Role> allowed) const;
 
  private:
   std::map<std::string, Principal> tokens_;

@@ -10,6 +10,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "harness/workspace/git.h"
 #include "proto/manifest.h"
+#include "results/report/report.h"
 
 namespace densegate::scheduler {
 namespace {
@@ -92,6 +93,16 @@ class Scheduler::ClientService final : public v1::Densegate::Service {
     absl::StatusOr<v1::Evaluation> e = s_->store_->GetEvaluation(req->id());
     if (!e.ok()) return ToGrpc(e.status());
     *resp = *e;
+    return Status::OK;
+  }
+
+  Status GetReport(ServerContext* ctx, const v1::GetReportRequest* req,
+                   v1::Report* resp) override {
+    Principal who;
+    if (Status st = Read(ctx, &who); !st.ok()) return st;
+    absl::StatusOr<v1::Report> r = s_->RenderReport(*req);
+    if (!r.ok()) return ToGrpc(r.status());
+    *resp = *r;
     return Status::OK;
   }
 
@@ -545,6 +556,67 @@ void Scheduler::AdvanceMerges() {
     }
   }
   if (merges_.Advance() > 0) Notify();
+}
+
+absl::StatusOr<v1::Report> Scheduler::RenderReport(const v1::GetReportRequest& request) {
+  results::ReportRequest r;
+  r.repo = request.repo();
+  r.branch = request.branch();
+  if (request.has_since()) {
+    r.since = absl::FromUnixNanos(
+        google::protobuf::util::TimeUtil::TimestampToNanoseconds(request.since()));
+  }
+  absl::StatusOr<nlohmann::json> data = results::BuildReport(*store_, r, absl::Now());
+  if (!data.ok()) return data.status();
+  v1::Report report;
+  report.set_format(request.format() == v1::REPORT_FORMAT_UNSPECIFIED ? v1::HTML
+                                                                       : request.format());
+  switch (report.format()) {
+    case v1::MARKDOWN:
+      report.set_content_type("text/markdown; charset=utf-8");
+      report.set_content(results::RenderMarkdown(*data));
+      break;
+    case v1::JSON:
+      report.set_content_type("application/json");
+      report.set_content(data->dump(2));
+      break;
+    default:
+      report.set_content_type("text/html; charset=utf-8");
+      report.set_content(results::RenderHtml(*data));
+  }
+  *report.mutable_generated_at() = Now();
+  return report;
+}
+
+HttpResponse Scheduler::ReportPage(const HttpRequest& request) {
+  auto query = [&](const char* key) {
+    auto it = request.query.find(key);
+    return it == request.query.end() ? std::string() : it->second;
+  };
+  const std::string token = query("token");
+  absl::StatusOr<Principal> who = auth_.AuthorizeBearer(
+      token.empty() ? request.authorization : "Bearer " + token,
+      {Role::kViewer, Role::kCi, Role::kAgent});
+  if (!who.ok()) {
+    return {absl::IsPermissionDenied(who.status()) ? 403 : 401, "text/plain; charset=utf-8",
+            absl::StrCat(who.status().message(), "\n")};
+  }
+  v1::GetReportRequest r;
+  r.set_repo(query("repo"));
+  r.set_branch(query("branch"));
+  const std::string format = query("format");
+  if (format == "md") {
+    r.set_format(v1::MARKDOWN);
+  } else if (format == "json") {
+    r.set_format(v1::JSON);
+  } else if (!format.empty() && format != "html") {
+    return {400, "text/plain; charset=utf-8", "format must be html, md or json\n"};
+  }
+  absl::StatusOr<v1::Report> report = RenderReport(r);
+  if (!report.ok()) {
+    return {500, "text/plain; charset=utf-8", absl::StrCat(report.status().message(), "\n")};
+  }
+  return {200, report->content_type(), report->content()};
 }
 
 void Scheduler::ReclaimExpiredLeases() {

@@ -35,6 +35,7 @@
 #include "proto/densegate.grpc.pb.h"
 #include "results/store/store.h"
 #include "scheduler/auth.h"
+#include "scheduler/http_server.h"
 #include "scheduler/merge_queue.h"
 
 namespace densegate::scheduler {
@@ -76,6 +77,12 @@ class Scheduler {
   // nodes by state, and since start: dispatches, claim latency, lease
   // expiries, calibrations, verdicts by decision.
   std::string RenderMetrics();
+  // The regression report (results/report) of a repository and branch
+  // from the store, in the requested format (unspecified: HTML).
+  absl::StatusOr<v1::Report> RenderReport(const v1::GetReportRequest& request);
+  // GET /report: `format`, `repo`, `branch` from the query; a viewer token
+  // (or any role) in the Authorization header or ?token=.
+  HttpResponse ReportPage(const HttpRequest& request);
   // Ends long polls and watches promptly (server shutdown).
   void Shutdown();
 

@@ -71,12 +71,17 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError("cannot listen on " + options.address);
   }
-  if (!options.metrics_address.empty()) {
+  if (!options.http_address.empty()) {
     Scheduler* sched = s->scheduler_.get();
-    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> m = MetricsHttpServer::Start(
-        options.metrics_address, [sched] { return sched->RenderMetrics(); });
-    if (!m.ok()) return m.status();
-    s->metrics_ = std::move(*m);
+    std::map<std::string, HttpHandler> routes;
+    routes["/metrics"] = [sched](const HttpRequest&) {
+      return HttpResponse{200, "text/plain; version=0.0.4", sched->RenderMetrics()};
+    };
+    routes["/report"] = [sched](const HttpRequest& req) { return sched->ReportPage(req); };
+    absl::StatusOr<std::unique_ptr<HttpServer>> http =
+        HttpServer::Start(options.http_address, std::move(routes));
+    if (!http.ok()) return http.status();
+    s->http_ = std::move(*http);
   }
   const absl::Duration every = options.reap_interval;
   SchedulerServer* raw = s.get();

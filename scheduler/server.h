@@ -1,8 +1,8 @@
 // SchedulerServer: `densegate serve` as a library. Opens the store, builds
 // the Scheduler, serves both gRPC services plus the standard health service
-// on one address (port 0 picks a free port), optionally a Prometheus
-// /metrics endpoint, and runs a reaper that expires leases whose heartbeats
-// stopped.
+// on one address (port 0 picks a free port), optionally the HTTP pages
+// (/metrics for Prometheus, /report for people), and runs a reaper that
+// expires leases whose heartbeats stopped and advances the merge queue.
 //
 // Thread-safe: Start once, then Shutdown from any thread.
 #ifndef DENSEGATE_SCHEDULER_SERVER_H_
@@ -17,7 +17,7 @@
 #include "grpcpp/grpcpp.h"
 #include "harness/process/launcher.h"
 #include "results/store/store.h"
-#include "scheduler/metrics_http.h"
+#include "scheduler/http_server.h"
 #include "scheduler/scheduler.h"
 
 namespace densegate::scheduler {
@@ -31,8 +31,10 @@ struct ServerOptions {
   // PEM files; both set: the gRPC port speaks TLS only.
   std::string tls_cert_file;
   std::string tls_key_file;
-  // host:port for GET /metrics (Prometheus text format); empty: off.
-  std::string metrics_address;
+  // host:port for the HTTP pages; empty: off. GET /metrics (Prometheus
+  // text format, open) and GET /report?format=html|md|json&repo=&branch=
+  // (viewer token as "Authorization: Bearer T" or ?token=T).
+  std::string http_address;
   absl::Duration reap_interval = absl::Seconds(2);
 };
 
@@ -44,8 +46,8 @@ class SchedulerServer {
   ~SchedulerServer();
 
   int port() const { return port_; }
-  // The metrics endpoint's port; 0 when off.
-  int metrics_port() const { return metrics_ ? metrics_->port() : 0; }
+  // The HTTP pages' port; 0 when off.
+  int http_port() const { return http_ ? http_->port() : 0; }
   // Stops accepting calls, ends long polls and watches, waits for handlers
   // (up to `grace`), then stops. Leases held by nodes stay valid in the
   // store: the nodes finish them against the next scheduler, or they expire.
@@ -59,7 +61,7 @@ class SchedulerServer {
   std::unique_ptr<harness::ProcessLauncher> launcher_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<MetricsHttpServer> metrics_;
+  std::unique_ptr<HttpServer> http_;
   std::thread reaper_;
   absl::Notification stop_;
   int port_ = 0;

@@ -112,7 +112,7 @@ class SchedulerTest : public ::testing::Test {
                                      "--port_file", port_file, "--db", db_url_,
                                      "--tokens", dir_ + "/tokens", "--lease_s",
                                      std::to_string(lease_s), "--heartbeat_s", "1",
-                                     "--max_calibration_noise", "1", "--metrics_address",
+                                     "--max_calibration_noise", "1", "--http_address",
                                      "127.0.0.1:0"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     server_ = std::make_unique<Child>(argv, dir_ + "/serve.log");
@@ -121,7 +121,7 @@ class SchedulerTest : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     int port = 0;
-    std::ifstream(port_file) >> port >> metrics_port_;
+    std::ifstream(port_file) >> port >> http_port_;
     ASSERT_GT(port, 0) << "the server did not start; see " << dir_ << "/serve.log";
     address_ = "127.0.0.1:" + std::to_string(port);
     stub_ = v1::Densegate::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
@@ -178,14 +178,19 @@ class SchedulerTest : public ::testing::Test {
   }
 
   // GET /metrics over a plain socket.
-  std::string Metrics() {
+  std::string Metrics() { return Http("/metrics"); }
+
+  // GET `target` from the scheduler's HTTP pages; the whole response.
+  std::string Http(const std::string& target, const std::string& authorization = "") {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
-    sa.sin_port = htons(static_cast<uint16_t>(metrics_port_));
+    sa.sin_port = htons(static_cast<uint16_t>(http_port_));
     inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
     EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
-    const std::string req = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    const std::string req = absl::StrCat(
+        "GET ", target, " HTTP/1.1\r\nHost: x\r\n",
+        authorization.empty() ? "" : "Authorization: " + authorization + "\r\n", "\r\n");
     EXPECT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
     std::string resp;
     char buf[4096];
@@ -197,7 +202,7 @@ class SchedulerTest : public ::testing::Test {
   std::string dir_, repo_, address_;
   // The store the server runs on: a SQLite file unless a test picks another.
   std::string db_url_;
-  int metrics_port_ = 0;
+  int http_port_ = 0;
   std::unique_ptr<Child> server_;
   std::unique_ptr<v1::Densegate::Stub> stub_;
 };
@@ -486,6 +491,26 @@ TEST_F(SchedulerTest, MergeQueueLandsOnlyWhatWasMeasuredAgainstTheTip) {
   EXPECT_THAT(fast_note, HasSubstr("densegate: accept (policy gain)"));
   EXPECT_THAT(fast_note, HasSubstr("re-measure of " + fast));
   EXPECT_THAT(fast_note, HasSubstr("checksum.time: "));
+
+  // The report over HTTP (viewer token) and gRPC shows what landed.
+  EXPECT_THAT(Http("/report?branch=trunk"), HasSubstr("401 Unauthorized"));
+  const std::string page = Http("/report?branch=trunk", "Bearer viewer-token-1");
+  EXPECT_THAT(page, HasSubstr("200 OK"));
+  EXPECT_THAT(page, HasSubstr("text/html"));
+  EXPECT_THAT(page, HasSubstr("<svg class=\"chart\""));
+  EXPECT_THAT(page, HasSubstr("checksum.time"));
+  EXPECT_THAT(Http("/report?branch=trunk&format=md&token=viewer-token-1"),
+              HasSubstr("## Headline"));
+  EXPECT_THAT(Http("/report?format=pdf&token=viewer-token-1"), HasSubstr("400 Bad Request"));
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer viewer-token-1");
+  v1::GetReportRequest req;
+  req.set_branch("trunk");
+  req.set_format(v1::JSON);
+  v1::Report report;
+  ASSERT_TRUE(stub_->GetReport(&ctx, req, &report).ok());
+  EXPECT_EQ(report.content_type(), "application/json");
+  EXPECT_THAT(report.content(), HasSubstr("\"headline\""));
 }
 
 TEST_F(SchedulerTest, ActiveNodesCalibrateAgainPeriodically) {
