@@ -359,6 +359,9 @@ absl::StatusOr<bool> Evaluation::Precision() {
     setup.salt = request_.seed;
     PrecisionReport r = RunPrecisionSuite(suite, setup);
     WritePrecisionCurve(request_.out_dir, suite.name(), r.ToJson(suite));
+    if (!r.baseline.lengths.empty() || !r.candidate.lengths.empty()) {
+      *run.stage().add_curves() = r.ToProto(suite);
+    }
     if (r.outcome == PrecisionReport::Outcome::kInfrastructure) {
       infrastructure_ = absl::FailedPreconditionError("precision suite " + r.message);
       run.End(v1::STAGE_ERROR, r.message);

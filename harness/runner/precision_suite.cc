@@ -89,6 +89,24 @@ nlohmann::json PrecisionReport::ToJson(const v1::PrecisionSuite& suite) const {
           {"candidate", CurveJson(candidate)}};
 }
 
+v1::PrecisionCurve PrecisionReport::ToProto(const v1::PrecisionSuite& suite) const {
+  v1::PrecisionCurve out;
+  out.set_suite(suite.name());
+  out.set_op(suite.op());
+  out.set_max_rel_rms(suite.max_rel_rms());
+  auto fill = [](const PrecisionCurve& curve, auto* points) {
+    for (size_t i = 0; i < curve.lengths.size() && i < curve.rel_rms.size(); ++i) {
+      v1::PrecisionPoint* p = points->Add();
+      p->set_length(curve.lengths[i]);
+      p->set_rel_rms(curve.rel_rms[i]);
+      if (i < curve.max_abs_err.size()) p->set_max_abs_err(curve.max_abs_err[i]);
+    }
+  };
+  fill(baseline, out.mutable_baseline());
+  fill(candidate, out.mutable_candidate());
+  return out;
+}
+
 PrecisionReport RunPrecisionSuite(const v1::PrecisionSuite& suite, const PrecisionSetup& setup) {
   std::vector<int64_t> lengths(suite.lengths().begin(), suite.lengths().end());
   if (lengths.empty()) return Report(Outcome::kInfrastructure, "suite has no lengths");

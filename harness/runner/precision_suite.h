@@ -38,6 +38,8 @@ struct PrecisionReport {
   PrecisionCurve candidate;
   // Both curves, the bound and the verdict, for the feedback bundle.
   nlohmann::json ToJson(const v1::PrecisionSuite& suite) const;
+  // Both curves and the bound, for the stage record (and so the report).
+  v1::PrecisionCurve ToProto(const v1::PrecisionSuite& suite) const;
 };
 
 struct PrecisionSetup {

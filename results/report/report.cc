@@ -1,6 +1,7 @@
 #include "results/report/report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <vector>
 
@@ -19,6 +20,9 @@ using json = nlohmann::json;
 using google::protobuf::util::TimeUtil;
 
 std::string Lower(const std::string& s) { return absl::AsciiStrToLower(s); }
+
+// Precision charts kept in a report (the most recent evaluations').
+constexpr size_t kMaxPrecisionCharts = 12;
 
 std::string Time(const google::protobuf::Timestamp& t) {
   return absl::FormatTime("%Y-%m-%d %H:%M:%SZ",
@@ -147,6 +151,30 @@ absl::StatusOr<json> BuildReport(Store& store, const ReportRequest& request, abs
                        {"cumulative", product("cumulative", m.speedup())},
                        {"cumulative_low", product("cumulative_low", m.ci_low())},
                        {"cumulative_high", product("cumulative_high", m.ci_high())}});
+    }
+  }
+
+  // Precision curves of the most recent evaluations that ran the stage.
+  report["precision"] = json::array();
+  for (auto e = evaluations->rbegin(); e != evaluations->rend(); ++e) {
+    for (const v1::Stage& stage : e->verdict().stages()) {
+      if (stage.kind() != v1::PRECISION) continue;
+      for (const v1::PrecisionCurve& c : stage.curves()) {
+        if (report["precision"].size() >= kMaxPrecisionCharts) break;
+        auto points = [](const auto& list) {
+          json out = json::array();
+          for (const v1::PrecisionPoint& p : list) out.push_back({p.length(), p.rel_rms()});
+          return out;
+        };
+        report["precision"].push_back({{"evaluation", e->id()},
+                                       {"commit", e->candidate().candidate_sha().substr(0, 12)},
+                                       {"decision", Lower(v1::Decision_Name(e->verdict().decision()))},
+                                       {"suite", c.suite()},
+                                       {"op", c.op()},
+                                       {"bound", c.max_rel_rms()},
+                                       {"baseline", points(c.baseline())},
+                                       {"candidate", points(c.candidate())}});
+      }
     }
   }
 
@@ -287,6 +315,28 @@ std::string RenderMarkdown(const json& r) {
     }
   }
   line("");
+  line("## Precision: error against fp64 by context length");
+  if (r["precision"].empty()) {
+    line("");
+    line("No evaluation in this period ran a precision suite.");
+  }
+  for (const json& p : r["precision"]) {
+    line("");
+    line(absl::StrFormat("### %s, %s (%s, %s); bound %g", p["suite"].get<std::string>(),
+                         p["commit"].get<std::string>(), p["evaluation"].get<std::string>(),
+                         p["decision"].get<std::string>(), p["bound"].get<double>()));
+    line("");
+    line("| tokens | baseline rel_rms | candidate rel_rms |");
+    line("| --- | --- | --- |");
+    for (size_t i = 0; i < p["candidate"].size(); ++i) {
+      line(absl::StrFormat("| %d | %s | %.3g |", p["candidate"][i][0].get<int64_t>(),
+                           i < p["baseline"].size()
+                               ? absl::StrFormat("%.3g", p["baseline"][i][1].get<double>())
+                               : "-",
+                           p["candidate"][i][1].get<double>()));
+    }
+  }
+  line("");
   line("## Change points");
   line("");
   if (r["change_points"].empty()) {
@@ -399,6 +449,81 @@ std::string Chart(const std::string& metric, const nlohmann::json& steps) {
   return svg;
 }
 
+// Error vs context length, log-log: baseline and candidate curves, the
+// suite's bound as a dashed line, a legend.
+std::string PrecisionChart(const nlohmann::json& p) {
+  constexpr double kW = 640, kH = 260, kLeft = 64, kRight = 16, kTop = 28, kBottom = 44;
+  double x_lo = 1e300, x_hi = 0, y_lo = p["bound"].get<double>(), y_hi = y_lo;
+  for (const char* arm : {"baseline", "candidate"}) {
+    for (const nlohmann::json& pt : p[arm]) {
+      x_lo = std::min(x_lo, pt[0].get<double>());
+      x_hi = std::max(x_hi, pt[0].get<double>());
+      if (pt[1].get<double>() > 0) {
+        y_lo = std::min(y_lo, pt[1].get<double>());
+        y_hi = std::max(y_hi, pt[1].get<double>());
+      }
+    }
+  }
+  if (!(x_hi > x_lo)) x_hi = x_lo * 2;
+  if (!(y_lo > 0)) y_lo = 1e-9;
+  // Whole decades on the y axis.
+  const int d_lo = static_cast<int>(std::floor(std::log10(y_lo)));
+  const int d_hi = std::max(d_lo + 1, static_cast<int>(std::ceil(std::log10(y_hi))));
+  auto x = [&](double v) {
+    return kLeft + (std::log2(v) - std::log2(x_lo)) / (std::log2(x_hi) - std::log2(x_lo)) *
+                       (kW - kLeft - kRight);
+  };
+  auto y = [&](double v) {
+    return kTop + (d_hi - std::log10(std::max(v, 1e-300))) / (d_hi - d_lo) * (kH - kTop - kBottom);
+  };
+  std::string svg = absl::StrFormat(
+      "<svg class=\"chart\" viewBox=\"0 0 %g %g\" width=\"%g\" height=\"%g\" role=\"img\" "
+      "aria-label=\"precision of %s\">\n",
+      kW, kH, kW, kH, Escape(p["suite"].get<std::string>()));
+  for (int d = d_lo; d <= d_hi; ++d) {
+    absl::StrAppendFormat(&svg,
+                          "<line x1=\"%g\" y1=\"%.1f\" x2=\"%g\" y2=\"%.1f\" class=\"grid\"/>"
+                          "<text x=\"%g\" y=\"%.1f\" class=\"ylabel\">1e%d</text>\n",
+                          kLeft, y(std::pow(10.0, d)), kW - kRight, y(std::pow(10.0, d)), kLeft - 6,
+                          y(std::pow(10.0, d)) + 4, d);
+  }
+  const double bound = p["bound"].get<double>();
+  if (bound > 0) {
+    absl::StrAppendFormat(&svg,
+                          "<line x1=\"%g\" y1=\"%.1f\" x2=\"%g\" y2=\"%.1f\" class=\"unity\"/>\n",
+                          kLeft, y(bound), kW - kRight, y(bound));
+  }
+  for (const char* arm : {"baseline", "candidate"}) {
+    std::string points;
+    for (const nlohmann::json& pt : p[arm]) {
+      absl::StrAppendFormat(&points, "%.1f,%.1f ", x(pt[0].get<double>()), y(pt[1].get<double>()));
+    }
+    absl::StrAppendFormat(&svg, "<polyline class=\"%s\" points=\"%s\"/>\n",
+                          std::string(arm) == "baseline" ? "series-b" : "series", points);
+  }
+  for (const nlohmann::json& pt : p["candidate"]) {
+    const double len = pt[0].get<double>();
+    absl::StrAppendFormat(&svg, "<text x=\"%.1f\" y=\"%g\" class=\"xlabel\">%s</text>\n", x(len),
+                          kH - kBottom + 16,
+                          len >= 1024 ? absl::StrCat(static_cast<int64_t>(len) / 1024, "k")
+                                      : absl::StrCat(static_cast<int64_t>(len)));
+  }
+  absl::StrAppendFormat(
+      &svg,
+      "<text x=\"%g\" y=\"%g\" class=\"axis\">context length (tokens, log scale)</text>\n"
+      "<text x=\"12\" y=\"%g\" class=\"axis\" transform=\"rotate(-90 12 %g)\">rel_rms vs fp64 "
+      "(log)</text>\n"
+      "<line x1=\"%g\" y1=\"10\" x2=\"%g\" y2=\"10\" class=\"series-b\"/>"
+      "<text x=\"%g\" y=\"14\" class=\"legend\">baseline</text>"
+      "<line x1=\"%g\" y1=\"10\" x2=\"%g\" y2=\"10\" class=\"series\"/>"
+      "<text x=\"%g\" y=\"14\" class=\"legend\">candidate</text>"
+      "<line x1=\"%g\" y1=\"10\" x2=\"%g\" y2=\"10\" class=\"unity\"/>"
+      "<text x=\"%g\" y=\"14\" class=\"legend\">bound %g</text>\n</svg>\n",
+      (kLeft + kW - kRight) / 2, kH - 6, kH / 2, kH / 2, kLeft, kLeft + 18, kLeft + 22,
+      kLeft + 100, kLeft + 118, kLeft + 122, kLeft + 210, kLeft + 228, kLeft + 232, bound);
+  return svg;
+}
+
 // A JSON array of rows as an HTML table with the given columns.
 std::string Table(const std::vector<std::string>& headers,
                   const std::vector<std::vector<std::string>>& rows) {
@@ -425,6 +550,7 @@ th { background: #f3f5f8; }
 .chart .grid { stroke: #e6eaef; } .chart .unity { stroke: #9aa5b1; stroke-dasharray: 4 3; }
 .chart .band { fill: #4c8bf5; fill-opacity: 0.18; stroke: none; }
 .chart .series { fill: none; stroke: #1f5fd0; stroke-width: 2; } .chart .point { fill: #1f5fd0; }
+.chart .series-b { fill: none; stroke: #8a94a0; stroke-width: 2; stroke-dasharray: 6 3; }
 .chart text { font-size: 11px; fill: #3b4754; } .chart .ylabel { text-anchor: end; }
 .chart .xlabel { text-anchor: middle; } .chart .axis { text-anchor: middle; font-size: 12px; }
 .muted { color: #5b6775; }
@@ -506,6 +632,18 @@ std::string RenderHtml(const nlohmann::json& r) {
                       "</li>\n");
     }
     html += "</ul>\n";
+  }
+
+  html += "<h2>Precision: error against fp64 by context length</h2>\n";
+  if (r["precision"].empty()) {
+    html += "<p>No evaluation in this period ran a precision suite.</p>\n";
+  }
+  for (const nlohmann::json& p : r["precision"]) {
+    absl::StrAppendFormat(&html, "<h3>%s: %s (%s, %s)</h3>\n", Escape(p["suite"].get<std::string>()),
+                          Escape(p["commit"].get<std::string>()),
+                          Escape(p["evaluation"].get<std::string>()),
+                          Escape(p["decision"].get<std::string>()));
+    html += PrecisionChart(p);
   }
 
   html += "<h2>Change points</h2>\n";

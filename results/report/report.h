@@ -14,6 +14,9 @@
 //                reason, merge state
 //   rejected     the rejected candidates grouped by reason (correctness,
 //                precision, regression, gaming, protected path, build)
+//   precision    error vs context length against fp64, baseline and
+//                candidate, of the most recent evaluations with a precision
+//                stage (from the verdict's stage records)
 //   change_points  e-divisive change points in each metric's history of
 //                candidate values, with the evaluation each points at
 //   nodes        node health: state and A/A calibration noise

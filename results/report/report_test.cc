@@ -64,6 +64,25 @@ class ReportTest : public ::testing::Test {
     m->set_ci_low(speedup * 0.95);
     m->set_ci_high(speedup * 1.05);
     m->set_n_pairs(12);
+    if (code == v1::PRECISION_FAILED) {
+      // The stage record of a long-context sweep: the candidate's error
+      // grows 30x past the baseline's.
+      v1::Stage* stage = v.add_stages();
+      stage->set_kind(v1::PRECISION);
+      stage->set_status(v1::STAGE_FAILED);
+      v1::PrecisionCurve* c = stage->add_curves();
+      c->set_suite("decode-long-context");
+      c->set_op("kda_decode");
+      c->set_max_rel_rms(2e-3);
+      for (int64_t len : {1024, 4096, 16384, 65536}) {
+        v1::PrecisionPoint* b = c->add_baseline();
+        b->set_length(len);
+        b->set_rel_rms(1e-6 * len / 1024.0);
+        v1::PrecisionPoint* p = c->add_candidate();
+        p->set_length(len);
+        p->set_rel_rms(3e-5 * len / 1024.0);
+      }
+    }
     if (code != v1::REASON_CODE_UNSPECIFIED) {
       v1::Reason* r = v.add_reasons();
       r->set_code(code);
@@ -125,6 +144,11 @@ TEST_F(ReportTest, HeadlineRejectionsChangePointsAndNodesFromTheStore) {
   ASSERT_EQ(r["nodes"].size(), 1);
   EXPECT_EQ(r["nodes"][0]["name"], "node-a");
 
+  ASSERT_EQ(r["precision"].size(), 1);
+  EXPECT_EQ(r["precision"][0]["evaluation"], drop);
+  EXPECT_EQ(r["precision"][0]["candidate"].size(), 4);
+  EXPECT_EQ(r["precision"][0]["candidate"][3][0], 65536);
+
   const std::string md = RenderMarkdown(r);
   EXPECT_THAT(md, HasSubstr("| kda.fused | **3.30x** |"));
   EXPECT_THAT(md, HasSubstr("### gaming (1)"));
@@ -132,6 +156,7 @@ TEST_F(ReportTest, HeadlineRejectionsChangePointsAndNodesFromTheStore) {
   EXPECT_THAT(md, HasSubstr("c2: GAMING"));
   EXPECT_THAT(md, HasSubstr("| node-a |"));
   EXPECT_THAT(md, HasSubstr("## Change points"));
+  EXPECT_THAT(md, HasSubstr("| 65536 | 6.4e-05 | 0.00192 |"));
 
   // HTML: self-contained, one chart with the first version and the three
   // landings, the headline card, every section.
@@ -180,7 +205,7 @@ bool RunChromium(const std::string& page, const std::string& screenshot, std::st
 
 TEST_F(ReportTest, HtmlLoadsInHeadlessChromiumWithoutConsoleErrorsAndWithData) {
   Finish("c0", v1::ACCEPT, 100, 1.4, v1::VERIFIED, /*merge=*/true);
-  Finish("c1", v1::REJECT, 100, 0.8, v1::REGRESSION);
+  Finish("c1", v1::REJECT, 100, 0.8, v1::PRECISION_FAILED);
   Finish("c2", v1::ACCEPT, 70, 1.3, v1::VERIFIED, /*merge=*/true);
   absl::StatusOr<nlohmann::json> report = BuildReport(*store_, {}, absl::FromUnixSeconds(0));
   ASSERT_TRUE(report.ok()) << report.status();
@@ -212,6 +237,13 @@ TEST_F(ReportTest, HtmlLoadsInHeadlessChromiumWithoutConsoleErrorsAndWithData) {
   EXPECT_THAT(dom, HasSubstr("class=\"band\""));
   EXPECT_THAT(dom, HasSubstr("speedup vs first version (x)"));
   EXPECT_THAT(dom, HasSubstr("1.82x"));  // 1.4 x 1.3, the headline card.
+  // The precision chart: both curves over four lengths, the bound.
+  const size_t baseline = dom.find("class=\"series-b\" points=\"");
+  ASSERT_NE(baseline, std::string::npos);
+  const std::string curve = dom.substr(baseline, dom.find('"', baseline + 26) - baseline);
+  EXPECT_EQ(std::count(curve.begin(), curve.end(), ','), 4) << curve;
+  EXPECT_THAT(dom, HasSubstr("context length (tokens, log scale)"));
+  EXPECT_THAT(dom, HasSubstr("bound 0.002"));
 }
 
 TEST_F(ReportTest, AnEmptyPeriodSaysSo) {

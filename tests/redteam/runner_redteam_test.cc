@@ -178,6 +178,16 @@ TEST_F(RedTeamTest, PrecisionStageRejectsTf32ThatPassesTheAbsoluteBound) {
   EXPECT_LT(tf32.candidate.rel_rms.front(), 2e-3);
   // ... yet far above the baseline's error.
   EXPECT_GT(tf32.candidate.rel_rms.back(), 10 * tf32.baseline.rel_rms.back());
+  // The stage record keeps both curves and the bound for the report.
+  v1::PrecisionSuite suite;
+  suite.set_name("decode-long");
+  suite.set_max_rel_rms(2e-3);
+  v1::PrecisionCurve curve = tf32.ToProto(suite);
+  ASSERT_EQ(curve.candidate_size(), 3);
+  ASSERT_EQ(curve.baseline_size(), 3);
+  EXPECT_EQ(curve.candidate(2).length(), 4096);
+  EXPECT_EQ(curve.candidate(2).rel_rms(), tf32.candidate.rel_rms.back());
+  EXPECT_EQ(curve.max_rel_rms(), 2e-3);
 }
 
 }  // namespace
