@@ -1,12 +1,15 @@
 // The client side of the scheduler API: `densegate submit | status | watch |
 // list | cancel`, each with --json. Server and token come from --server /
 // --token or $DENSEGATE_SERVER / $DENSEGATE_TOKEN.
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -15,6 +18,9 @@
 #include "cli/terminal_progress.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
+#include "harness/process/launcher.h"
+#include "harness/workspace/git.h"
+#include "nlohmann/json.hpp"
 #include "proto/densegate.grpc.pb.h"
 
 namespace densegate::cli {
@@ -205,6 +211,161 @@ int Submit(SubmitArgs& a) {
 
 }  // namespace
 
+// ---- bisect -----------------------------------------------------------------
+
+struct BisectArgs {
+  ClientArgs client;
+  std::string repo = ".";
+  std::string metric, good, bad;
+  int parallel = 2;
+};
+
+// Up to `k` commit indices strictly between `lo` (known good; -1 is the good
+// commit itself) and `hi` (known bad), evenly spread.
+std::vector<int> BisectSplits(int lo, int hi, int k) {
+  std::vector<int> out;
+  const int gap = hi - lo - 1;
+  k = std::min(k, gap);
+  for (int i = 1; i <= k; ++i) {
+    const int idx = lo + static_cast<int>(static_cast<int64_t>(i) * (hi - lo) / (k + 1));
+    if (idx > lo && idx < hi && (out.empty() || idx > out.back())) out.push_back(idx);
+  }
+  return out;
+}
+
+// Polls until the evaluation ends.
+absl::StatusOr<v1::Evaluation> AwaitEvaluation(v1::Densegate::Stub* stub, const ClientArgs& a,
+                                               const std::string& id) {
+  while (true) {
+    grpc::ClientContext ctx;
+    Attach(a, &ctx);
+    v1::GetEvaluationRequest req;
+    req.set_id(id);
+    v1::Evaluation e;
+    if (grpc::Status s = stub->GetEvaluation(&ctx, req, &e); !s.ok()) {
+      return absl::UnavailableError(s.error_message());
+    }
+    if (e.state() == v1::FINISHED || e.state() == v1::CANCELLED || e.state() == v1::DEAD) {
+      return e;
+    }
+    absl::SleepFor(absl::Milliseconds(500));
+  }
+}
+
+int Bisect(const BisectArgs& a) {
+  if (a.metric.empty() || a.good.empty() || a.bad.empty() || a.parallel < 1) {
+    std::cerr << "densegate bisect: --metric, --good and --bad are required, --parallel >= 1\n";
+    return kExitUsage;
+  }
+  // The commits after good up to bad, oldest first, on the path between them.
+  std::unique_ptr<harness::ProcessLauncher> launcher = harness::NewSandboxLauncher();
+  harness::Git git(launcher.get());
+  absl::StatusOr<std::string> list = git.Run(
+      a.repo, {"rev-list", "--ancestry-path", "--reverse", a.good + ".." + a.bad});
+  if (!list.ok()) {
+    std::cerr << "densegate bisect: " << list.status().message() << "\n";
+    return kExitUsage;
+  }
+  std::vector<std::string> commits = absl::StrSplit(*list, '\n', absl::SkipWhitespace());
+  if (commits.empty()) {
+    std::cerr << "densegate bisect: no commits between " << a.good << " and " << a.bad
+              << " (is --good an ancestor of --bad?)\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<std::string> good_sha = git.ResolveCommit(a.repo, a.good);
+  if (!good_sha.ok()) {
+    std::cerr << "densegate bisect: " << good_sha.status().message() << "\n";
+    return kExitUsage;
+  }
+  auto stub = Stub(a.client);
+  if (!a.client.json) {
+    std::cerr << absl::StrFormat("bisect %s between %s (good) and %s (bad): %d commits\n",
+                                 a.metric, good_sha->substr(0, 12),
+                                 commits.back().substr(0, 12), commits.size());
+  }
+  nlohmann::json steps = nlohmann::json::array();
+  int lo = -1, hi = static_cast<int>(commits.size()) - 1;
+  for (int round = 1; hi - lo > 1; ++round) {
+    const std::vector<int> splits = BisectSplits(lo, hi, a.parallel);
+    // Each split point against the good commit, with the gate's statistics
+    // (CI kind: it runs before experiments; no-regression policy).
+    std::vector<std::string> ids;
+    for (int idx : splits) {
+      v1::SubmitRequest req;
+      req.set_repo(a.repo);
+      req.set_baseline_ref(*good_sha);
+      req.set_candidate_ref(commits[idx]);
+      req.set_kind(v1::CI);
+      req.set_policy(v1::NO_REGRESSION);
+      req.set_hypothesis(absl::StrFormat("bisect of %s between %s and %s", a.metric,
+                                         good_sha->substr(0, 12), commits.back().substr(0, 12)));
+      req.set_campaign(absl::StrCat("bisect:", good_sha->substr(0, 12), "..",
+                                    commits.back().substr(0, 12)));
+      grpc::ClientContext ctx;
+      Attach(a.client, &ctx);
+      v1::SubmitResponse resp;
+      if (grpc::Status s = stub->Submit(&ctx, req, &resp); !s.ok()) return Fail("bisect", s);
+      ids.push_back(resp.evaluation().id());
+    }
+    if (!a.client.json) {
+      std::cerr << absl::StrFormat("round %d: %d commit(s) in parallel\n", round, splits.size());
+    }
+    int first_bad = -1, last_good = lo;
+    for (size_t i = 0; i < splits.size(); ++i) {
+      absl::StatusOr<v1::Evaluation> e = AwaitEvaluation(stub.get(), a.client, ids[i]);
+      if (!e.ok()) {
+        std::cerr << "densegate bisect: " << e.status().message() << "\n";
+        return kExitInfrastructure;
+      }
+      const v1::MetricComparison* m = nullptr;
+      for (const auto& c : e->verdict().metrics()) {
+        if (c.metric() == a.metric) m = &c;
+      }
+      if (e->state() != v1::FINISHED || m == nullptr) {
+        std::cerr << absl::StrFormat(
+            "densegate bisect: %s at %s could not be measured (evaluation %s, %s%s)\n", a.metric,
+            commits[splits[i]].substr(0, 12), e->id(), Lower(v1::EvaluationState_Name(e->state())),
+            e->verdict().reasons().empty() ? "" : ": " + e->verdict().reasons(0).message());
+        return kExitInconclusive;
+      }
+      // Slower beyond noise: the whole interval below 1.
+      const bool regressed = m->ci_high() < 1;
+      steps.push_back({{"commit", commits[splits[i]]},
+                       {"evaluation", e->id()},
+                       {"speedup", m->speedup()},
+                       {"ci_low", m->ci_low()},
+                       {"ci_high", m->ci_high()},
+                       {"regressed", regressed}});
+      if (!a.client.json) {
+        std::cerr << absl::StrFormat("  %s  %.3fx [%.3f, %.3f]  %s\n",
+                                     commits[splits[i]].substr(0, 12), m->speedup(),
+                                     m->ci_low(), m->ci_high(),
+                                     regressed ? "regressed" : "not regressed");
+      }
+      if (regressed && first_bad < 0) first_bad = splits[i];
+      if (!regressed && first_bad < 0) last_good = splits[i];
+    }
+    lo = last_good;
+    if (first_bad >= 0) hi = first_bad;
+  }
+  const std::string culprit = commits[hi];
+  absl::StatusOr<std::string> subject = git.Run(a.repo, {"log", "-1", "--format=%s", culprit});
+  if (a.client.json) {
+    nlohmann::json out = {{"metric", a.metric},
+                          {"good", *good_sha},
+                          {"bad", commits.back()},
+                          {"culprit", culprit},
+                          {"subject", subject.ok() ? std::string(absl::StripAsciiWhitespace(*subject))
+                                                   : ""},
+                          {"steps", steps}};
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << "culprit: " << culprit.substr(0, 12) << " "
+              << (subject.ok() ? absl::StripAsciiWhitespace(*subject) : "") << "\n";
+  }
+  return kExitAccept;
+}
+
 void AddClientCommands(CLI::App& app, int* exit_code) {
   auto sub = std::make_shared<SubmitArgs>();
   CLI::App* cmd = app.add_subcommand("submit", "Queue a candidate with the scheduler.");
@@ -227,6 +388,20 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
   }, "higher runs first within a kind");
   cmd->add_flag("--wait", sub->wait, "stream progress and exit with the verdict's code");
   cmd->callback([sub, exit_code] { *exit_code = Submit(*sub); });
+
+  auto bisect = std::make_shared<BisectArgs>();
+  cmd = app.add_subcommand(
+      "bisect",
+      "Find the commit between --good and --bad that slowed --metric, through the scheduler "
+      "(each tested commit evaluated against --good; --parallel of them at a time).");
+  AddClientFlags(cmd, &bisect->client);
+  cmd->add_option("--repo", bisect->repo, "repository path")->capture_default_str();
+  cmd->add_option("--metric", bisect->metric, "metric from the manifest")->required();
+  cmd->add_option("--good", bisect->good, "a commit without the regression")->required();
+  cmd->add_option("--bad", bisect->bad, "a later commit with it")->required();
+  cmd->add_option("--parallel", bisect->parallel, "commits evaluated at once (free nodes)")
+      ->capture_default_str();
+  cmd->callback([bisect, exit_code] { *exit_code = Bisect(*bisect); });
 
   struct IdArgs {
     ClientArgs client;

@@ -536,6 +536,46 @@ TEST_F(SchedulerTest, ActiveNodesCalibrateAgainPeriodically) {
   EXPECT_GE(n, 2) << Metrics();
 }
 
+TEST_F(SchedulerTest, BisectFindsTheCommitThatSlowedTheMetric) {
+  // base -> comment -> slow (128-bit modulo: same result, several times
+  // slower) -> comment -> comment.
+  Git("checkout -q -b line base");
+  auto commit = [&](const std::string& shell, const std::string& message) {
+    Sh("cd " + repo_ + " && " + shell);
+    Git("commit -q -am '" + message + "'");
+    std::string out = dir_ + "/sha";
+    Sh("git -C " + repo_ + " rev-parse HEAD > " + out);
+    std::string sha;
+    std::ifstream(out) >> sha;
+    return sha;
+  };
+  commit("echo '# one' >> build.sh", "note one");
+  const std::string slow = commit(
+      "sed -i 's|sum = (sum + x) % 1000000007ULL;|sum = static_cast<uint64_t>((static_cast<unsigned "
+      "__int128>(sum) + x) % 1000000007ULL);|' checksum.h",
+      "reduce in 128 bits");
+  commit("echo '# two' >> build.sh", "note two");
+  commit("echo '# three' >> build.sh", "note three");
+  Git("checkout -q --detach base");
+  StartServer();
+  auto n1 = StartNode("n1");
+  auto n2 = StartNode("n2");
+  const std::string out = dir_ + "/bisect.json";
+  const int rc = std::system(absl::StrCat(Runfile("cli/densegate"), " bisect --server ", address_,
+                                          " --token ci-token-0001 --repo ", repo_,
+                                          " --metric checksum.time --good base --bad line "
+                                          "--parallel 2 --json > ",
+                                          out, " 2> ", dir_, "/bisect.err")
+                                 .c_str());
+  std::stringstream text;
+  text << std::ifstream(out).rdbuf();
+  std::stringstream err;
+  err << std::ifstream(dir_ + "/bisect.err").rdbuf();
+  ASSERT_EQ(WEXITSTATUS(rc), 0) << text.str() << err.str();
+  EXPECT_THAT(text.str(), HasSubstr("\"culprit\": \"" + slow + "\""));
+  EXPECT_THAT(text.str(), HasSubstr("reduce in 128 bits"));
+}
+
 TEST_F(SchedulerTest, RolesAndBadRequestsGetPreciseStatuses) {
   Branch("comment", "sed -i '1i // no-op' checksum.h");
   StartServer();
