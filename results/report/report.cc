@@ -122,7 +122,8 @@ absl::StatusOr<json> BuildReport(Store& store, const ReportRequest& request, abs
   std::map<std::string, json> rejected;  // Reason code -> rows.
   // Per metric: the landed steps, in decision order.
   std::map<std::string, json> timeline;
-  std::map<std::string, std::vector<std::pair<double, std::string>>> history;
+  // Per metric: (candidate value, evaluation) in decision order.
+  std::map<std::string, std::vector<std::pair<double, const v1::Evaluation*>>> history;
   for (const v1::Evaluation& e : *evaluations) {
     json row = CandidateRow(e);
     report["candidates"].push_back(row);
@@ -133,7 +134,7 @@ absl::StatusOr<json> BuildReport(Store& store, const ReportRequest& request, abs
       rejected[code].push_back(row);
     }
     for (const auto& m : v.metrics()) {
-      history[m.metric()].push_back({m.candidate(), e.id()});
+      history[m.metric()].push_back({m.candidate(), &e});
     }
     if (e.merge().state() != v1::MERGED) continue;
     for (const auto& m : v.metrics()) {
@@ -201,8 +202,10 @@ absl::StatusOr<json> BuildReport(Store& store, const ReportRequest& request, abs
     absl::StatusOr<std::vector<ChangePoint>> points = DetectChangePoints(values, options);
     if (!points.ok()) return points.status();
     for (const ChangePoint& p : *points) {
+      const v1::Evaluation& at = *series[p.index].second;
       report["change_points"].push_back({{"metric", metric},
-                                         {"evaluation", series[p.index].second},
+                                         {"evaluation", at.id()},
+                                         {"commit", at.candidate().candidate_sha().substr(0, 12)},
                                          {"index", p.index},
                                          {"mean_before", p.mean_before},
                                          {"mean_after", p.mean_after},
@@ -342,11 +345,12 @@ std::string RenderMarkdown(const json& r) {
   if (r["change_points"].empty()) {
     line("None found (e-divisive needs at least 6 verdicts of a metric).");
   } else {
-    line("| metric | at evaluation | mean before | mean after | p |");
-    line("| --- | --- | --- | --- | --- |");
+    line("| metric | at commit | evaluation | mean before | mean after | p |");
+    line("| --- | --- | --- | --- | --- | --- |");
     for (const json& p : r["change_points"]) {
-      line(absl::StrFormat("| %s | %s | %g | %g | %.3f |", p["metric"].get<std::string>(),
-                           p["evaluation"].get<std::string>(), p["mean_before"].get<double>(),
+      line(absl::StrFormat("| %s | %s | %s | %g | %g | %.3f |", p["metric"].get<std::string>(),
+                           p["commit"].get<std::string>(), p["evaluation"].get<std::string>(),
+                           p["mean_before"].get<double>(),
                            p["mean_after"].get<double>(), p["p_value"].get<double>()));
     }
   }
@@ -649,14 +653,15 @@ std::string RenderHtml(const nlohmann::json& r) {
   html += "<h2>Change points</h2>\n";
   rows.clear();
   for (const nlohmann::json& p : r["change_points"]) {
-    rows.push_back({p["metric"], p["evaluation"],
+    rows.push_back({p["metric"], p["commit"], p["evaluation"],
                     absl::StrFormat("%g", p["mean_before"].get<double>()),
                     absl::StrFormat("%g", p["mean_after"].get<double>()),
                     absl::StrFormat("%.3f", p["p_value"].get<double>())});
   }
   html += rows.empty()
               ? "<p>None found (e-divisive needs at least 6 verdicts of a metric).</p>\n"
-              : Table({"metric", "at evaluation", "mean before", "mean after", "p"}, rows);
+              : Table({"metric", "at commit", "evaluation", "mean before", "mean after", "p"},
+                      rows);
 
   html += "<h2>Nodes</h2>\n";
   rows.clear();

@@ -138,6 +138,7 @@ TEST_F(ReportTest, HeadlineRejectionsChangePointsAndNodesFromTheStore) {
 
   ASSERT_EQ(r["change_points"].size(), 1) << r["change_points"].dump();
   EXPECT_EQ(r["change_points"][0]["evaluation"], drop);
+  EXPECT_EQ(r["change_points"][0]["commit"], "c5-sha-01234");
   EXPECT_GT(r["change_points"][0]["mean_before"].get<double>(), 95);
   EXPECT_LT(r["change_points"][0]["mean_after"].get<double>(), 55);
 
