@@ -103,6 +103,66 @@ json CandidateRow(const v1::Evaluation& e) {
   return row;
 }
 
+// The cells of the tables both renderers print, from the report's JSON.
+std::vector<std::string> CandidateCells(const json& c) {
+  std::string metric = "-", speedup = "-";
+  if (c.contains("metric")) {
+    metric = c["metric"]["name"];
+    speedup = absl::StrFormat("%.3fx [%.3f, %.3f]", c["metric"]["speedup"].get<double>(),
+                              c["metric"]["ci_low"].get<double>(),
+                              c["metric"]["ci_high"].get<double>());
+  }
+  std::vector<std::string> claims;
+  for (const json& cl : c["claims"]) {
+    claims.push_back(absl::StrFormat("%s>=%.2fx %s", cl["metric"].get<std::string>(),
+                                     cl["claimed"].get<double>(),
+                                     cl["verified"].get<bool>() ? "verified" : "not verified"));
+  }
+  return {c["decided_at"], c["submitter"], c["kind"], c["commit"], c["decision"], metric,
+          speedup, claims.empty() ? "-" : absl::StrJoin(claims, "; "), c["merge"],
+          c.contains("reason") ? c["reason"]["message"].get<std::string>() : ""};
+}
+const std::vector<std::string> kCandidateHeaders = {
+    "decided", "submitter", "kind", "commit", "decision", "metric",
+    "speedup [interval]", "claims", "merge", "reason"};
+
+std::vector<std::string> ChangePointCells(const json& p) {
+  return {p["metric"], p["commit"], p["evaluation"],
+          absl::StrFormat("%g", p["mean_before"].get<double>()),
+          absl::StrFormat("%g", p["mean_after"].get<double>()),
+          absl::StrFormat("%.3f", p["p_value"].get<double>())};
+}
+const std::vector<std::string> kChangePointHeaders = {
+    "metric", "at commit", "evaluation", "mean before", "mean after", "p"};
+
+std::vector<std::string> NodeCells(const json& n) {
+  return {n["name"], n["state"], absl::StrFormat("%.4f", n["calibration_noise"].get<double>())};
+}
+const std::vector<std::string> kNodeHeaders = {"node", "state", "calibration noise (CV)"};
+
+// `rows` built by `cells` from the JSON array `items`.
+template <typename F>
+std::vector<std::vector<std::string>> Rows(const json& items, F cells) {
+  std::vector<std::vector<std::string>> rows;
+  for (const json& item : items) rows.push_back(cells(item));
+  return rows;
+}
+
+std::string MarkdownTable(const std::vector<std::string>& headers,
+                          const std::vector<std::vector<std::string>>& rows) {
+  auto row = [](const std::vector<std::string>& cells) {
+    std::vector<std::string> escaped;
+    for (const std::string& c : cells) {
+      escaped.push_back(absl::StrReplaceAll(c, {{"|", "\\|"}, {"\n", " "}}));
+    }
+    return absl::StrCat("| ", absl::StrJoin(escaped, " | "), " |\n");
+  };
+  std::string out = row(headers);
+  out += row(std::vector<std::string>(headers.size(), "---"));
+  for (const auto& r : rows) out += row(r);
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<json> BuildReport(Store& store, const ReportRequest& request, absl::Time now) {
@@ -274,32 +334,7 @@ std::string RenderMarkdown(const json& r) {
   if (r["candidates"].empty()) {
     line("No evaluation finished in this period.");
   } else {
-    line("| decided | submitter | kind | commit | decision | metric | speedup [interval] | claims | "
-         "merge | reason |");
-    line("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
-    for (const json& c : r["candidates"]) {
-      std::string metric = "-", speedup = "-";
-      if (c.contains("metric")) {
-        metric = c["metric"]["name"];
-        speedup = absl::StrFormat("%.3fx [%.3f, %.3f]", c["metric"]["speedup"].get<double>(),
-                                  c["metric"]["ci_low"].get<double>(),
-                                  c["metric"]["ci_high"].get<double>());
-      }
-      std::vector<std::string> claims;
-      for (const json& cl : c["claims"]) {
-        claims.push_back(absl::StrFormat("%s>=%.2fx %s", cl["metric"].get<std::string>(),
-                                         cl["claimed"].get<double>(),
-                                         cl["verified"].get<bool>() ? "verified" : "not verified"));
-      }
-      std::string reason = c.contains("reason") ? c["reason"]["message"].get<std::string>() : "";
-      absl::StrReplaceAll({{"|", "\\|"}, {"\n", " "}}, &reason);
-      line(absl::StrFormat("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |",
-                           c["decided_at"].get<std::string>(), c["submitter"].get<std::string>(),
-                           c["kind"].get<std::string>(), c["commit"].get<std::string>(),
-                           c["decision"].get<std::string>(), metric, speedup,
-                           claims.empty() ? "-" : absl::StrJoin(claims, "; "),
-                           c["merge"].get<std::string>(), reason));
-    }
+    md += MarkdownTable(kCandidateHeaders, Rows(r["candidates"], CandidateCells));
   }
   line("");
   line("## Rejected, by reason");
@@ -345,14 +380,7 @@ std::string RenderMarkdown(const json& r) {
   if (r["change_points"].empty()) {
     line("None found (e-divisive needs at least 6 verdicts of a metric).");
   } else {
-    line("| metric | at commit | evaluation | mean before | mean after | p |");
-    line("| --- | --- | --- | --- | --- | --- |");
-    for (const json& p : r["change_points"]) {
-      line(absl::StrFormat("| %s | %s | %s | %g | %g | %.3f |", p["metric"].get<std::string>(),
-                           p["commit"].get<std::string>(), p["evaluation"].get<std::string>(),
-                           p["mean_before"].get<double>(),
-                           p["mean_after"].get<double>(), p["p_value"].get<double>()));
-    }
+    md += MarkdownTable(kChangePointHeaders, Rows(r["change_points"], ChangePointCells));
   }
   line("");
   line("## Nodes");
@@ -360,19 +388,11 @@ std::string RenderMarkdown(const json& r) {
   if (r["nodes"].empty()) {
     line("No node registered.");
   } else {
-    line("| node | state | calibration noise (CV) |");
-    line("| --- | --- | --- |");
-    for (const json& n : r["nodes"]) {
-      line(absl::StrFormat("| %s | %s | %.4f |", n["name"].get<std::string>(),
-                           n["state"].get<std::string>(), n["calibration_noise"].get<double>()));
-    }
+    md += MarkdownTable(kNodeHeaders, Rows(r["nodes"], NodeCells));
   }
   return md;
 }
 
-}  // namespace densegate::results
-
-namespace densegate::results {
 namespace {
 
 std::string Escape(const std::string& text) {
@@ -528,7 +548,7 @@ std::string PrecisionChart(const nlohmann::json& p) {
   return svg;
 }
 
-// A JSON array of rows as an HTML table with the given columns.
+// Rows as an HTML table with the given columns.
 std::string Table(const std::vector<std::string>& headers,
                   const std::vector<std::vector<std::string>>& rows) {
   std::string html = "<table><thead><tr>";
@@ -600,30 +620,9 @@ std::string RenderHtml(const nlohmann::json& r) {
   }
 
   html += "<h2>Candidates</h2>\n";
-  std::vector<std::vector<std::string>> rows;
-  for (const nlohmann::json& c : r["candidates"]) {
-    std::string metric = "-", speedup = "-";
-    if (c.contains("metric")) {
-      metric = c["metric"]["name"];
-      speedup = absl::StrFormat("%.3fx [%.3f, %.3f]", c["metric"]["speedup"].get<double>(),
-                                c["metric"]["ci_low"].get<double>(),
-                                c["metric"]["ci_high"].get<double>());
-    }
-    std::vector<std::string> claims;
-    for (const nlohmann::json& cl : c["claims"]) {
-      claims.push_back(absl::StrFormat("%s>=%.2fx %s", cl["metric"].get<std::string>(),
-                                       cl["claimed"].get<double>(),
-                                       cl["verified"].get<bool>() ? "verified" : "not verified"));
-    }
-    rows.push_back({c["decided_at"], c["submitter"], c["kind"], c["commit"], c["decision"],
-                    metric, speedup, claims.empty() ? "-" : absl::StrJoin(claims, "; "),
-                    c["merge"],
-                    c.contains("reason") ? c["reason"]["message"].get<std::string>() : ""});
-  }
-  html += rows.empty() ? "<p>No evaluation finished in this period.</p>\n"
-                       : Table({"decided", "submitter", "kind", "commit", "decision", "metric",
-                                "speedup [interval]", "claims", "merge", "reason"},
-                               rows);
+  html += r["candidates"].empty()
+              ? "<p>No evaluation finished in this period.</p>\n"
+              : Table(kCandidateHeaders, Rows(r["candidates"], CandidateCells));
 
   html += "<h2>Rejected, by reason</h2>\n";
   if (r["rejected"].empty()) html += "<p>Nothing was rejected.</p>\n";
@@ -651,26 +650,13 @@ std::string RenderHtml(const nlohmann::json& r) {
   }
 
   html += "<h2>Change points</h2>\n";
-  rows.clear();
-  for (const nlohmann::json& p : r["change_points"]) {
-    rows.push_back({p["metric"], p["commit"], p["evaluation"],
-                    absl::StrFormat("%g", p["mean_before"].get<double>()),
-                    absl::StrFormat("%g", p["mean_after"].get<double>()),
-                    absl::StrFormat("%.3f", p["p_value"].get<double>())});
-  }
-  html += rows.empty()
+  html += r["change_points"].empty()
               ? "<p>None found (e-divisive needs at least 6 verdicts of a metric).</p>\n"
-              : Table({"metric", "at commit", "evaluation", "mean before", "mean after", "p"},
-                      rows);
+              : Table(kChangePointHeaders, Rows(r["change_points"], ChangePointCells));
 
   html += "<h2>Nodes</h2>\n";
-  rows.clear();
-  for (const nlohmann::json& n : r["nodes"]) {
-    rows.push_back({n["name"], n["state"],
-                    absl::StrFormat("%.4f", n["calibration_noise"].get<double>())});
-  }
-  html += rows.empty() ? "<p>No node registered.</p>\n"
-                       : Table({"node", "state", "calibration noise (CV)"}, rows);
+  html += r["nodes"].empty() ? "<p>No node registered.</p>\n"
+                             : Table(kNodeHeaders, Rows(r["nodes"], NodeCells));
   html += "</body></html>\n";
   return html;
 }
