@@ -22,6 +22,7 @@
 #include "harness/workspace/git.h"
 #include "nlohmann/json.hpp"
 #include "proto/densegate.grpc.pb.h"
+#include "results/report/report.h"
 
 namespace densegate::cli {
 namespace {
@@ -297,10 +298,9 @@ int Bisect(const BisectArgs& a) {
       req.set_candidate_ref(commits[idx]);
       req.set_kind(v1::CI);
       req.set_policy(v1::NO_REGRESSION);
-      req.set_hypothesis(absl::StrFormat("bisect of %s between %s and %s", a.metric,
-                                         good_sha->substr(0, 12), commits.back().substr(0, 12)));
-      req.set_campaign(absl::StrCat("bisect:", good_sha->substr(0, 12), "..",
-                                    commits.back().substr(0, 12)));
+      // Named so that the report can put the bisection back together.
+      req.set_hypothesis(results::BisectHypothesis(idx + 1, static_cast<int>(commits.size())));
+      req.set_campaign(results::BisectCampaign(a.metric, *good_sha, commits.back()));
       grpc::ClientContext ctx;
       Attach(a.client, &ctx);
       v1::SubmitResponse resp;

@@ -574,6 +574,9 @@ TEST_F(SchedulerTest, BisectFindsTheCommitThatSlowedTheMetric) {
   ASSERT_EQ(WEXITSTATUS(rc), 0) << text.str() << err.str();
   EXPECT_THAT(text.str(), HasSubstr("\"culprit\": \"" + slow + "\""));
   EXPECT_THAT(text.str(), HasSubstr("reduce in 128 bits"));
+  // The report puts the bisection back together and names the same commit.
+  EXPECT_THAT(Http("/report?format=md&token=viewer-token-1"),
+              HasSubstr("culprit " + slow.substr(0, 12)));
 }
 
 TEST_F(SchedulerTest, RolesAndBadRequestsGetPreciseStatuses) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <vector>
 
@@ -140,6 +141,17 @@ std::vector<std::string> NodeCells(const json& n) {
 }
 const std::vector<std::string> kNodeHeaders = {"node", "state", "calibration noise (CV)"};
 
+std::vector<std::string> BisectCells(const json& s) {
+  return {absl::StrCat(s["index"].get<int>()), s["commit"], s["evaluation"],
+          s.contains("speedup")
+              ? absl::StrFormat("%.3fx [%.3f, %.3f]", s["speedup"].get<double>(),
+                                s["ci_low"].get<double>(), s["ci_high"].get<double>())
+              : "-",
+          s["regressed"].get<bool>() ? "regressed" : "clean"};
+}
+const std::vector<std::string> kBisectHeaders = {"#", "commit", "evaluation",
+                                                 "speedup vs good [interval]", "result"};
+
 // `rows` built by `cells` from the JSON array `items`.
 template <typename F>
 std::vector<std::vector<std::string>> Rows(const json& items, F cells) {
@@ -160,6 +172,73 @@ std::string MarkdownTable(const std::vector<std::string>& headers,
   std::string out = row(headers);
   out += row(std::vector<std::string>(headers.size(), "---"));
   for (const auto& r : rows) out += row(r);
+  return out;
+}
+
+}  // namespace
+
+std::string BisectCampaign(const std::string& metric, const std::string& good,
+                           const std::string& bad) {
+  return absl::StrCat("bisect:", metric, "@", good.substr(0, 12), "..", bad.substr(0, 12));
+}
+
+std::string BisectHypothesis(int index, int count) {
+  return absl::StrFormat("bisect commit %d of %d", index, count);
+}
+
+namespace {
+
+// Each bisection: its steps in range order and the culprit, the first
+// regressed commit whose predecessor is the good end or measured clean.
+json Bisections(const std::vector<v1::Evaluation>& evaluations) {
+  std::map<std::string, std::vector<std::pair<int, const v1::Evaluation*>>> runs;
+  std::map<std::string, int> counts;
+  for (const v1::Evaluation& e : evaluations) {
+    const std::string& campaign = e.candidate().campaign();
+    int index = 0, count = 0;
+    if (campaign.rfind("bisect:", 0) != 0 ||
+        std::sscanf(e.candidate().hypothesis().c_str(), "bisect commit %d of %d", &index,
+                    &count) != 2) {
+      continue;
+    }
+    runs[campaign].push_back({index, &e});
+    counts[campaign] = count;
+  }
+  json out = json::array();
+  for (auto& [campaign, steps] : runs) {
+    std::sort(steps.begin(), steps.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    const std::string spec = campaign.substr(std::string("bisect:").size());
+    const std::string metric = spec.substr(0, spec.rfind('@'));
+    json b = {{"metric", metric},
+              {"range", spec.substr(spec.rfind('@') + 1)},
+              {"commits", counts[campaign]},
+              {"steps", json::array()},
+              {"culprit", nullptr}};
+    int clean_up_to = 0;  // Highest index known clean (0: the good end).
+    for (const auto& [index, e] : steps) {
+      const v1::MetricComparison* m = nullptr;
+      for (const auto& c : e->verdict().metrics()) {
+        if (c.metric() == metric) m = &c;
+      }
+      const bool regressed = m != nullptr && m->ci_high() < 1;
+      json step = {{"index", index},
+                   {"commit", e->candidate().candidate_sha().substr(0, 12)},
+                   {"evaluation", e->id()},
+                   {"regressed", regressed}};
+      if (m != nullptr) {
+        step["speedup"] = m->speedup();
+        step["ci_low"] = m->ci_low();
+        step["ci_high"] = m->ci_high();
+      }
+      b["steps"].push_back(step);
+      if (!regressed) clean_up_to = std::max(clean_up_to, index);
+      if (regressed && b["culprit"].is_null() && index == clean_up_to + 1) {
+        b["culprit"] = step;
+      }
+    }
+    out.push_back(b);
+  }
   return out;
 }
 
@@ -238,6 +317,8 @@ absl::StatusOr<json> BuildReport(Store& store, const ReportRequest& request, abs
       }
     }
   }
+
+  report["bisections"] = Bisections(*evaluations);
 
   report["headline"] = json::array();
   for (const auto& [metric, steps] : timeline) {
@@ -373,6 +454,21 @@ std::string RenderMarkdown(const json& r) {
                                : "-",
                            p["candidate"][i][1].get<double>()));
     }
+  }
+  line("");
+  line("## Bisections");
+  if (r["bisections"].empty()) {
+    line("");
+    line("No bisection in this period.");
+  }
+  for (const json& b : r["bisections"]) {
+    line("");
+    line(absl::StrFormat("### %s over %s (%d commits): culprit %s", b["metric"].get<std::string>(),
+                         b["range"].get<std::string>(), b["commits"].get<int>(),
+                         b["culprit"].is_null() ? "not found yet"
+                                                : b["culprit"]["commit"].get<std::string>()));
+    line("");
+    md += MarkdownTable(kBisectHeaders, Rows(b["steps"], BisectCells));
   }
   line("");
   line("## Change points");
@@ -647,6 +743,18 @@ std::string RenderHtml(const nlohmann::json& r) {
                           Escape(p["evaluation"].get<std::string>()),
                           Escape(p["decision"].get<std::string>()));
     html += PrecisionChart(p);
+  }
+
+  html += "<h2>Bisections</h2>\n";
+  if (r["bisections"].empty()) html += "<p>No bisection in this period.</p>\n";
+  for (const nlohmann::json& b : r["bisections"]) {
+    absl::StrAppendFormat(
+        &html, "<h3>%s over %s (%d commits): culprit %s</h3>\n", Escape(b["metric"].get<std::string>()),
+        Escape(b["range"].get<std::string>()), b["commits"].get<int>(),
+        b["culprit"].is_null() ? "not found yet"
+                               : "<code>" + Escape(b["culprit"]["commit"].get<std::string>()) +
+                                     "</code>");
+    html += Table(kBisectHeaders, Rows(b["steps"], BisectCells));
   }
 
   html += "<h2>Change points</h2>\n";

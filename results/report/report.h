@@ -19,6 +19,9 @@
 //                stage (from the verdict's stage records)
 //   change_points  e-divisive change points in each metric's history of
 //                candidate values, with the evaluation each points at
+//   bisections   each `densegate bisect` run found in the period: its
+//                metric and range, the commits it measured in range order
+//                with their intervals, and the culprit
 //   nodes        node health: state and A/A calibration noise
 //
 // Thread-safety: free functions; the store is used through its own
@@ -47,6 +50,13 @@ struct ReportRequest {
 // through.
 absl::StatusOr<nlohmann::json> BuildReport(Store& store, const ReportRequest& request,
                                            absl::Time now);
+
+// What `densegate bisect` names its evaluations, so that the report can
+// put each bisection back together: campaign "bisect:METRIC@GOOD..BAD" and
+// hypothesis "bisect commit I of N" (I counts from 1 along the range).
+std::string BisectCampaign(const std::string& metric, const std::string& good,
+                           const std::string& bad);
+std::string BisectHypothesis(int index, int count);
 
 // The report as Markdown: headline, timeline, candidates, rejected by
 // reason, change points, nodes.

@@ -33,7 +33,8 @@ class ReportTest : public ::testing::Test {
   // One finished evaluation of `id` targeting main, whose verdict measured
   // kda.fused at `value` ns with `speedup`; landed when `merge`.
   std::string Finish(const std::string& id, v1::Decision decision, double value, double speedup,
-                     v1::ReasonCode code = v1::REASON_CODE_UNSPECIFIED, bool merge = false) {
+                     v1::ReasonCode code = v1::REASON_CODE_UNSPECIFIED, bool merge = false,
+                     const std::string& campaign = "", const std::string& hypothesis = "") {
     SubmitParams p;
     p.candidate.set_id(id);
     p.candidate.set_repo("/repos/workload");
@@ -43,6 +44,8 @@ class ReportTest : public ::testing::Test {
     p.candidate.set_kind(v1::EXPERIMENT);
     p.candidate.set_submitter("agent:campaign-1");
     p.candidate.set_manifest_hash("m");
+    p.candidate.set_campaign(campaign);
+    p.candidate.set_hypothesis(hypothesis);
     absl::StatusOr<SubmitResult> submitted = store_->Submit(p);
     EXPECT_TRUE(submitted.ok()) << submitted.status();
     ClaimRequest claim;
@@ -245,6 +248,28 @@ TEST_F(ReportTest, HtmlLoadsInHeadlessChromiumWithoutConsoleErrorsAndWithData) {
   EXPECT_EQ(std::count(curve.begin(), curve.end(), ','), 4) << curve;
   EXPECT_THAT(dom, HasSubstr("context length (tokens, log scale)"));
   EXPECT_THAT(dom, HasSubstr("bound 0.002"));
+}
+
+TEST_F(ReportTest, BisectionsComeBackTogetherWithTheirCulprit) {
+  // `densegate bisect` over 7 commits measured commits 3, 5, then 4.
+  const std::string campaign = BisectCampaign("kda.fused", "good0123456789", "bad0123456789");
+  Finish("b3", v1::ACCEPT, 100, 1.0, v1::VERIFIED, false, campaign, BisectHypothesis(3, 7));
+  Finish("b5", v1::REJECT, 160, 0.6, v1::REGRESSION, false, campaign, BisectHypothesis(5, 7));
+  Finish("b4", v1::REJECT, 160, 0.6, v1::REGRESSION, false, campaign, BisectHypothesis(4, 7));
+  absl::StatusOr<nlohmann::json> report = BuildReport(*store_, {}, absl::FromUnixSeconds(0));
+  ASSERT_TRUE(report.ok()) << report.status();
+  const nlohmann::json& b = (*report)["bisections"];
+  ASSERT_EQ(b.size(), 1);
+  EXPECT_EQ(b[0]["metric"], "kda.fused");
+  EXPECT_EQ(b[0]["range"], "good01234567..bad012345678");
+  EXPECT_EQ(b[0]["commits"], 7);
+  ASSERT_EQ(b[0]["steps"].size(), 3);
+  EXPECT_EQ(b[0]["steps"][0]["index"], 3);
+  EXPECT_FALSE(b[0]["steps"][0]["regressed"].get<bool>());
+  ASSERT_FALSE(b[0]["culprit"].is_null());
+  EXPECT_EQ(b[0]["culprit"]["commit"], "b4-sha-01234");
+  EXPECT_THAT(RenderMarkdown(*report), HasSubstr("culprit b4-sha-01234"));
+  EXPECT_THAT(RenderHtml(*report), HasSubstr("culprit <code>b4-sha-01234</code>"));
 }
 
 TEST_F(ReportTest, AnEmptyPeriodSaysSo) {
