@@ -1,5 +1,6 @@
 // `densegate eval`: evaluate one candidate commit against its baseline on
 // this machine, the way a node does, and print the verdict.
+#include <filesystem>
 #include <iostream>
 #include <random>
 
@@ -78,9 +79,11 @@ int Eval(const EvalArgs& args) {
   request.override_reason = args.override_reason;
   request.out_dir = args.out;
   if (!args.out.empty()) {
-    std::string mkdir = absl::StrFormat("mkdir -p '%s'", args.out);
-    if (std::system(mkdir.c_str()) != 0) {
-      std::cerr << "densegate eval: cannot create --out directory " << args.out << "\n";
+    std::error_code ec;
+    std::filesystem::create_directories(args.out, ec);
+    if (ec) {
+      std::cerr << "densegate eval: cannot create --out directory " << args.out << ": "
+                << ec.message() << "\n";
       return kExitUsage;
     }
   }

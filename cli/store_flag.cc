@@ -1,6 +1,7 @@
 #include "cli/store_flag.h"
 
 #include <cstdlib>
+#include <filesystem>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -35,8 +36,8 @@ absl::StatusOr<std::unique_ptr<results::Store>> OpenStoreFromFlag(const std::str
   if (absl::StartsWith(url, "sqlite:") && !absl::StartsWith(url, "sqlite::memory:")) {
     std::string path = url.substr(url.rfind(':') + 1);
     if (size_t slash = path.rfind('/'); slash != std::string::npos && slash > 0) {
-      std::string mkdir = absl::StrCat("mkdir -p '", path.substr(0, slash), "'");
-      (void)std::system(mkdir.c_str());
+      std::error_code ignored;  // Opening the store reports what went wrong.
+      std::filesystem::create_directories(path.substr(0, slash), ignored);
     }
   }
   results::StoreOptions options;

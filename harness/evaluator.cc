@@ -741,9 +741,12 @@ std::string Evaluation::Traces() {
 absl::StatusOr<EvalOutcome> Evaluation::Run() {
   std::string root = options_.workspace_root;
   log_dir_ = request_.out_dir.empty() ? root + "/logs/last" : request_.out_dir + "/logs";
-  std::string mkdir = absl::StrFormat("rm -rf '%s' && mkdir -p '%s'", log_dir_, log_dir_);
-  if (std::system(mkdir.c_str()) != 0) {
-    return absl::FailedPreconditionError("cannot create the log directory " + log_dir_);
+  std::error_code ec;
+  std::filesystem::remove_all(log_dir_, ec);
+  std::filesystem::create_directories(log_dir_, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create the log directory ", log_dir_, ": ", ec.message()));
   }
   EvalOutcome outcome;
   using Step = absl::StatusOr<bool> (Evaluation::*)();

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -59,10 +60,9 @@ void LoopbackUp() {
 }
 
 std::string RemoveTree(const std::string& dir) {
-  // The directory is ours (mkdtemp); a recursive delete through nftw would be
-  // the same, rm is simpler and handles read-only files.
-  std::string cmd = absl::StrCat("rm -rf '", dir, "'");
-  return std::system(cmd.c_str()) == 0 ? "" : dir;
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return ec ? dir : "";
 }
 
 class ChildProcess : public RunningProcess {

@@ -5,6 +5,7 @@
 
 #include <climits>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 
 #include "absl/strings/str_cat.h"
@@ -19,10 +20,11 @@ bool IsDirectory(const std::string& path) {
 }
 
 absl::Status MakeDirs(const std::string& path) {
-  std::string cmd = absl::StrCat("mkdir -p '", path, "'");
-  if (std::system(cmd.c_str()) != 0) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec) {
     return absl::FailedPreconditionError(
-        absl::StrFormat("cannot create directory %s (disk full or no permission?)", path));
+        absl::StrFormat("cannot create directory %s: %s", path, ec.message()));
   }
   return absl::OkStatus();
 }
