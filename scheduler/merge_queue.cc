@@ -148,21 +148,15 @@ absl::Status MergeQueue::Step(const results::MergeEntry& entry) {
     }
     const bool descends = git_->Run(repo, {"merge-base", "--is-ancestor", *tip, target}).ok();
     if (style == v1::MERGE_COMMIT || !descends) {
-      absl::StatusOr<std::string> tree =
-          git_->Run(repo, {"merge-tree", "--write-tree", "--no-messages", *tip, target});
-      if (!tree.ok()) {
-        return Fail(entry.evaluation_id,
-                    absl::StrFormat("%s does not merge cleanly into %s at %s", Short(target),
-                                    branch, Short(*tip)));
+      absl::StatusOr<std::string> commit = MergeCommit(
+          repo, branch, *tip, target,
+          absl::StrFormat("Merge %s into %s (densegate evaluation %s)",
+                          Short(cand.candidate_sha()), branch, entry.evaluation_id));
+      if (absl::IsAborted(commit.status())) {
+        return Fail(entry.evaluation_id, std::string(commit.status().message()));
       }
-      absl::StatusOr<std::string> commit = git_->Run(
-          repo, WithIdentity({"commit-tree", std::string(absl::StripAsciiWhitespace(*tree)), "-p",
-                              *tip, "-p", target, "-m",
-                              absl::StrFormat("Merge %s into %s (densegate evaluation %s)",
-                                              Short(cand.candidate_sha()), branch,
-                                              entry.evaluation_id)}));
       if (!commit.ok()) return commit.status();
-      target = std::string(absl::StripAsciiWhitespace(*commit));
+      target = *commit;
     }
     absl::StatusOr<std::string> landed =
         Land(*measured, repo, branch, *tip, target,
@@ -178,39 +172,15 @@ absl::Status MergeQueue::Step(const results::MergeEntry& entry) {
 
   // The tip moved since the measurement: merge the candidate onto it in a
   // scratch commit and measure that against the tip.
-  absl::StatusOr<std::string> tree = git_->Run(
-      repo, {"merge-tree", "--write-tree", "--no-messages", *tip, cand.candidate_sha()});
-  if (!tree.ok()) {
-    std::string both;
-    if (absl::StatusOr<std::string> base =
-            git_->Run(repo, {"merge-base", *tip, cand.candidate_sha()});
-        base.ok()) {
-      std::string b(absl::StripAsciiWhitespace(*base));
-      absl::StatusOr<std::vector<std::string>> ours = git_->ChangedPaths(repo, b, *tip);
-      absl::StatusOr<std::vector<std::string>> theirs =
-          git_->ChangedPaths(repo, b, cand.candidate_sha());
-      if (ours.ok() && theirs.ok()) {
-        std::vector<std::string> common;
-        std::sort(ours->begin(), ours->end());
-        std::sort(theirs->begin(), theirs->end());
-        std::set_intersection(ours->begin(), ours->end(), theirs->begin(), theirs->end(),
-                              std::back_inserter(common));
-        both = absl::StrJoin(common, ", ");
-      }
-    }
-    return Fail(entry.evaluation_id,
-                absl::StrFormat("conflicts with %s at %s%s; the branch is untouched", branch,
-                                Short(*tip), both.empty() ? "" : " in " + both));
+  absl::StatusOr<std::string> scratch = MergeCommit(
+      repo, branch, *tip, cand.candidate_sha(),
+      absl::StrFormat("Merge %s into %s for re-measurement (densegate evaluation %s)",
+                      Short(cand.candidate_sha()), branch, entry.evaluation_id));
+  if (absl::IsAborted(scratch.status())) {
+    return Fail(entry.evaluation_id, std::string(scratch.status().message()));
   }
-  absl::StatusOr<std::string> scratch = git_->Run(
-      repo, WithIdentity({"commit-tree", std::string(absl::StripAsciiWhitespace(*tree)), "-p",
-                          *tip, "-p", cand.candidate_sha(), "-m",
-                          absl::StrFormat("Merge %s into %s for re-measurement (densegate "
-                                          "evaluation %s)",
-                                          Short(cand.candidate_sha()), branch,
-                                          entry.evaluation_id)}));
   if (!scratch.ok()) return scratch.status();
-  const std::string scratch_sha(absl::StripAsciiWhitespace(*scratch));
+  const std::string& scratch_sha = *scratch;
   // A ref keeps the scratch commit alive and fetchable by nodes.
   absl::StatusOr<std::string> kept = git_->Run(
       repo, {"update-ref", "refs/densegate/remeasure/" + entry.evaluation_id, scratch_sha});
@@ -230,6 +200,41 @@ absl::Status MergeQueue::Step(const results::MergeEntry& entry) {
   s.set_message(absl::StrFormat("%s moved to %s since the measurement; re-measuring %s against it",
                                 branch, Short(*tip), Short(scratch_sha)));
   return store_->UpdateMerge(entry.evaluation_id, s, "scheduler").status();
+}
+
+absl::StatusOr<std::string> MergeQueue::MergeCommit(const std::string& repo,
+                                                    const std::string& branch,
+                                                    const std::string& tip,
+                                                    const std::string& other,
+                                                    const std::string& message) {
+  absl::StatusOr<std::string> tree =
+      git_->Run(repo, {"merge-tree", "--write-tree", "--no-messages", tip, other});
+  if (!tree.ok()) {
+    // Name what both sides changed since they parted.
+    std::string both;
+    if (absl::StatusOr<std::string> base = git_->Run(repo, {"merge-base", tip, other});
+        base.ok()) {
+      std::string b(absl::StripAsciiWhitespace(*base));
+      absl::StatusOr<std::vector<std::string>> ours = git_->ChangedPaths(repo, b, tip);
+      absl::StatusOr<std::vector<std::string>> theirs = git_->ChangedPaths(repo, b, other);
+      if (ours.ok() && theirs.ok()) {
+        std::vector<std::string> common;
+        std::sort(ours->begin(), ours->end());
+        std::sort(theirs->begin(), theirs->end());
+        std::set_intersection(ours->begin(), ours->end(), theirs->begin(), theirs->end(),
+                              std::back_inserter(common));
+        both = absl::StrJoin(common, ", ");
+      }
+    }
+    return absl::AbortedError(absl::StrFormat("conflicts with %s at %s%s; the branch is untouched",
+                                              branch, Short(tip),
+                                              both.empty() ? "" : " in " + both));
+  }
+  absl::StatusOr<std::string> commit = git_->Run(
+      repo, WithIdentity({"commit-tree", std::string(absl::StripAsciiWhitespace(*tree)), "-p", tip,
+                          "-p", other, "-m", message}));
+  if (!commit.ok()) return commit.status();
+  return std::string(absl::StripAsciiWhitespace(*commit));
 }
 
 absl::StatusOr<std::string> MergeQueue::Land(const v1::Evaluation& measured,

@@ -56,6 +56,11 @@ class MergeQueue {
  private:
   // One live entry; the store is updated inside.
   absl::Status Step(const results::MergeEntry& entry);
+  // A commit with parents (tip, other) holding their merge; Aborted, naming
+  // the files both sides changed, when they conflict.
+  absl::StatusOr<std::string> MergeCommit(const std::string& repo, const std::string& branch,
+                                          const std::string& tip, const std::string& other,
+                                          const std::string& message);
   // Moves `branch` of `repo` from `tip` to `target` and notes it.
   absl::StatusOr<std::string> Land(const v1::Evaluation& measured, const std::string& repo,
                                    const std::string& branch, const std::string& tip,
