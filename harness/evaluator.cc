@@ -32,6 +32,14 @@ using results::GateInput;
 using results::GateResult;
 using results::MetricSamples;
 
+// The upper median (the middle element; for an even count, the higher of
+// the two middle ones); 0 for none.
+double UpperMedian(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
 std::string LastLines(const std::string& text, int lines) {
   size_t start = text.size();
   // Step back over `lines` newlines (ignoring a trailing one).
@@ -610,9 +618,7 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
             }
             return false;
           }
-          std::vector<double> t = r.call_seconds;
-          std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
-          const double value = t[t.size() / 2] * 1e9;
+          const double value = UpperMedian(r.call_seconds) * 1e9;
           double total = 0;
           for (double x : r.call_seconds) total += x;
           MetricSamples& s = metrics_[metric_index++];
@@ -695,11 +701,6 @@ absl::Status Evaluation::CheckDiskSpace(bool after_failure) const {
 }
 
 void Evaluation::SummarizeCounters() {
-  auto median = [](std::vector<double> v) {
-    if (v.empty()) return 0.0;
-    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-    return v[v.size() / 2];
-  };
   for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
     auto it = counter_samples_.find(b.name());
     if (it == counter_samples_.end()) continue;
@@ -707,7 +708,7 @@ void Evaluation::SummarizeCounters() {
     c.benchmark = b.name();
     for (const v1::MetricSpec& m : b.metrics()) c.metrics.push_back(m.name());
     for (const auto& [counter, arms] : it->second) {
-      c.counters[counter] = {median(arms.first), median(arms.second)};
+      c.counters[counter] = {UpperMedian(arms.first), UpperMedian(arms.second)};
     }
     counters_.push_back(std::move(c));
   }
