@@ -317,10 +317,7 @@ int Bisect(const BisectArgs& a) {
         std::cerr << "densegate bisect: " << e.status().message() << "\n";
         return kExitInfrastructure;
       }
-      const v1::MetricComparison* m = nullptr;
-      for (const auto& c : e->verdict().metrics()) {
-        if (c.metric() == a.metric) m = &c;
-      }
+      const v1::MetricComparison* m = results::FindMetric(e->verdict(), a.metric);
       if (e->state() != v1::FINISHED || m == nullptr) {
         std::cerr << absl::StrFormat(
             "densegate bisect: %s at %s could not be measured (evaluation %s, %s%s)\n", a.metric,
@@ -328,8 +325,7 @@ int Bisect(const BisectArgs& a) {
             e->verdict().reasons().empty() ? "" : ": " + e->verdict().reasons(0).message());
         return kExitInconclusive;
       }
-      // Slower beyond noise: the whole interval below 1.
-      const bool regressed = m->ci_high() < 1;
+      const bool regressed = results::SlowerBeyondNoise(*m);
       steps.push_back({{"commit", commits[splits[i]]},
                        {"evaluation", e->id()},
                        {"speedup", m->speedup()},

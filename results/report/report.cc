@@ -186,6 +186,13 @@ std::string BisectHypothesis(int index, int count) {
   return absl::StrFormat("bisect commit %d of %d", index, count);
 }
 
+const v1::MetricComparison* FindMetric(const v1::Verdict& verdict, absl::string_view metric) {
+  for (const auto& m : verdict.metrics()) {
+    if (m.metric() == metric) return &m;
+  }
+  return nullptr;
+}
+
 namespace {
 
 // Each bisection: its steps in range order and the culprit, the first
@@ -217,11 +224,8 @@ json Bisections(const std::vector<v1::Evaluation>& evaluations) {
               {"culprit", nullptr}};
     int clean_up_to = 0;  // Highest index known clean (0: the good end).
     for (const auto& [index, e] : steps) {
-      const v1::MetricComparison* m = nullptr;
-      for (const auto& c : e->verdict().metrics()) {
-        if (c.metric() == metric) m = &c;
-      }
-      const bool regressed = m != nullptr && m->ci_high() < 1;
+      const v1::MetricComparison* m = FindMetric(e->verdict(), metric);
+      const bool regressed = m != nullptr && SlowerBeyondNoise(*m);
       json step = {{"index", index},
                    {"commit", e->candidate().candidate_sha().substr(0, 12)},
                    {"evaluation", e->id()},

@@ -32,6 +32,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "results/store/store.h"
@@ -57,6 +58,11 @@ absl::StatusOr<nlohmann::json> BuildReport(Store& store, const ReportRequest& re
 std::string BisectCampaign(const std::string& metric, const std::string& good,
                            const std::string& bad);
 std::string BisectHypothesis(int index, int count);
+
+// The comparison of `metric` in `verdict`, or null; and what a bisection
+// counts as regressed: slower beyond noise, the whole interval below 1.
+const v1::MetricComparison* FindMetric(const v1::Verdict& verdict, absl::string_view metric);
+inline bool SlowerBeyondNoise(const v1::MetricComparison& m) { return m.ci_high() < 1; }
 
 // The report as Markdown: headline, timeline, candidates, rejected by
 // reason, change points, nodes.
