@@ -33,12 +33,10 @@ std::string Component(const std::string& metric) { return metric.substr(0, metri
 
 void WriteJson(const std::string& path, const json& j) { std::ofstream(path) << j.dump(2) << "\n"; }
 
-// "kda_ms" -> 3 (the unit suffix's length); 0 when `name` is not a time.
-size_t TimeSuffix(const std::string& name) {
-  for (const char* unit : {"_ns", "_us", "_ms"}) {
-    if (absl::EndsWith(name, unit)) return 3;
-  }
-  return 0;
+// Time counters end in their unit: "kda_ms", "queue_ns".
+bool IsTimeCounter(const std::string& name) {
+  return absl::EndsWith(name, "_ns") || absl::EndsWith(name, "_us") ||
+         absl::EndsWith(name, "_ms");
 }
 
 // The three counters of `ranked` ((how much it moved, name)) that moved
@@ -61,12 +59,12 @@ json Top3(const CounterMedians& c, std::vector<std::pair<double, std::string>>* 
 json Attribution(const CounterMedians& c) {
   double largest = 0;
   for (const auto& [name, medians] : c.counters) {
-    if (TimeSuffix(name) > 0) largest = std::max({largest, medians.first, medians.second});
+    if (IsTimeCounter(name)) largest = std::max({largest, medians.first, medians.second});
   }
   std::vector<std::pair<double, std::string>> ranked;
   for (const auto& [name, medians] : c.counters) {
     const auto [base, cand] = medians;
-    if (TimeSuffix(name) == 0 || std::max(base, cand) < 0.01 * largest) continue;
+    if (!IsTimeCounter(name) || std::max(base, cand) < 0.01 * largest) continue;
     // A counter that appears from nothing ranks first.
     double moved = base > 0 && cand > 0 ? std::fabs(std::log(cand / base)) : HUGE_VAL;
     ranked.push_back({moved, name});
@@ -80,7 +78,7 @@ json VolumeChanges(const CounterMedians& c) {
   std::vector<std::pair<double, std::string>> ranked;
   for (const auto& [name, medians] : c.counters) {
     const auto [base, cand] = medians;
-    if (TimeSuffix(name) > 0 || !(base > 0) || !(cand > 0)) continue;
+    if (IsTimeCounter(name) || !(base > 0) || !(cand > 0)) continue;
     const double moved = std::fabs(std::log(cand / base));
     if (moved >= std::log(1.05)) ranked.push_back({moved, name});
   }
@@ -137,10 +135,10 @@ json FeedbackJson(const v1::Verdict& v, const std::vector<CounterMedians>& count
   // metric -> what its benchmark's counters say about it.
   std::map<std::string, json> attribution, volumes;
   for (const CounterMedians& c : counters) {
-    json a = Attribution(c), v = VolumeChanges(c);
+    json time = Attribution(c), volume = VolumeChanges(c);
     for (const std::string& metric : c.metrics) {
-      if (!a.empty()) attribution[metric] = a;
-      if (!v.empty()) volumes[metric] = v;
+      if (!time.empty()) attribution[metric] = time;
+      if (!volume.empty()) volumes[metric] = volume;
     }
   }
   auto component = [&](const std::string& metric) {
@@ -148,7 +146,7 @@ json FeedbackJson(const v1::Verdict& v, const std::vector<CounterMedians>& count
     if (it == attribution.end()) return Component(metric);
     // "runtime.output_tok_s" with transfer_ms leading -> "runtime/transfer".
     std::string counter = it->second[0]["counter"];
-    return Component(metric) + "/" + counter.substr(0, counter.size() - TimeSuffix(counter));
+    return Component(metric) + "/" + counter.substr(0, counter.rfind('_'));
   };
   out["moved"] = json::array();
   for (const auto* m : moved) {
