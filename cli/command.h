@@ -30,6 +30,7 @@ void AddEvalCommand(CLI::App& app, int* exit_code);
 void AddServeCommand(CLI::App& app, int* exit_code);
 void AddNodeCommand(CLI::App& app, int* exit_code);
 void AddReportCommand(CLI::App& app, int* exit_code);
+void AddDemoCommand(CLI::App& app, int* exit_code);
 // submit, status, watch, cancel, list.
 void AddClientCommands(CLI::App& app, int* exit_code);
 

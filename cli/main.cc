@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   densegate::cli::AddServeCommand(app, &exit_code);
   densegate::cli::AddNodeCommand(app, &exit_code);
   densegate::cli::AddReportCommand(app, &exit_code);
+  densegate::cli::AddDemoCommand(app, &exit_code);
   densegate::cli::AddClientCommands(app, &exit_code);
 
   // CLI11 reports an unknown command as "a subcommand is required"; name it.

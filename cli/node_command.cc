@@ -12,6 +12,7 @@
 #include "cli/channel_flags.h"
 #include "cli/command.h"
 #include "harness/node/node_worker.h"
+#include "harness/process/host_lock.h"
 
 namespace densegate::cli {
 namespace {
@@ -20,6 +21,7 @@ struct NodeArgs {
   harness::NodeWorkerOptions options;
   std::string cpus;
   std::string ca = DefaultCaFile();
+  std::string host_lock;
 };
 
 int RunNode(NodeArgs& a) {
@@ -50,6 +52,16 @@ int RunNode(NodeArgs& a) {
     return kExitUsage;
   }
   a.options.credentials = *creds;
+  std::unique_ptr<harness::HostLock> host_lock;
+  if (!a.host_lock.empty()) {
+    absl::StatusOr<std::unique_ptr<harness::HostLock>> opened = harness::HostLock::Open(a.host_lock);
+    if (!opened.ok()) {
+      std::cerr << "densegate node: " << opened.status().message() << "\n";
+      return kExitUsage;
+    }
+    host_lock = *std::move(opened);
+    a.options.host_lock = host_lock.get();
+  }
   std::unique_ptr<harness::ProcessLauncher> launcher = harness::NewSandboxLauncher();
   harness::NodeWorker worker(a.options, launcher.get());
   absl::Status s = worker.Run();
@@ -77,6 +89,9 @@ void AddNodeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--workspace", args->options.workspace_root,
                   "worktrees and build caches (default ~/.cache/densegate/nodes/NAME)");
   cmd->add_option("--cpus", args->cpus, "pin measured processes to these CPUs, e.g. 0,1");
+  cmd->add_option("--host_lock", args->host_lock,
+                  "file the nodes sharing this machine lock so that each measurement runs "
+                  "alone (every node on the machine passes the same path)");
   cmd->add_option("--max_jobs", args->options.max_jobs, "exit after this many jobs (0: never)")
       ->capture_default_str();
   cmd->callback([args, exit_code] { *exit_code = RunNode(*args); });

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -500,6 +501,8 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
       }
       // ABBA: even pairs run the baseline first, odd pairs the candidate.
       for (int turn = 0; turn < 2; ++turn) {
+        // One arm's measured processes run with the machine to themselves.
+        HostLock::Guard measuring(options_.host_lock, HostLock::Mode::kExclusive);
         bool candidate = (pairs % 2 == 0) == (turn == 1);
         std::string arm = candidate ? "candidate" : "baseline";
         size_t metric_index = 0;
@@ -662,7 +665,12 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   std::string summary = absl::StrFormat("%d pairs, ABBA, fresh process each: %s",
                                         gate_.pairs_used, v1::Decision_Name(gate_.decision));
   SummarizeCounters();
-  if (std::string traces = Traces(); !traces.empty()) absl::StrAppend(&summary, "; ", traces);
+  std::string traces;
+  {
+    HostLock::Guard unmeasured(options_.host_lock, HostLock::Mode::kShared);
+    traces = Traces();
+  }
+  if (!traces.empty()) absl::StrAppend(&summary, "; ", traces);
   micro.End(regressed ? v1::STAGE_FAILED : v1::STAGE_PASSED, summary);
   if (has_micro && has_e2e) {
     StageRun e2e(v1::END_TO_END, nullptr, &stages_);
@@ -764,7 +772,13 @@ absl::StatusOr<EvalOutcome> Evaluation::Run() {
       ok = false;
       break;
     }
-    absl::StatusOr<bool> r = (this->*step)();
+    absl::StatusOr<bool> r;
+    {
+      // Benchmarks take the host lock per arm, exclusively; the rest share it.
+      std::optional<HostLock::Guard> shared;
+      if (step != &Evaluation::Benchmarks) shared.emplace(options_.host_lock, HostLock::Mode::kShared);
+      r = (this->*step)();
+    }
     if (!r.ok()) {
       if (r.status().code() == absl::StatusCode::kInvalidArgument ||
           r.status().code() == absl::StatusCode::kNotFound) {

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "harness/process/host_lock.h"
 #include "harness/process/launcher.h"
 #include "proto/densegate.pb.h"
 
@@ -80,6 +81,10 @@ struct EvaluatorOptions {
   // stage or after one failed (or when a failed stage's log reports ENOSPC),
   // the evaluation ends as an infrastructure error, not a verdict.
   int64_t min_free_bytes = int64_t{256} << 20;
+  // Set when other nodes share this machine (not owned): each arm's
+  // measured processes of a benchmark pair run under it exclusively, every
+  // other stage shared.
+  HostLock* host_lock = nullptr;
 };
 
 struct EvalOutcome {

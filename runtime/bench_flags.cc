@@ -97,6 +97,9 @@ std::vector<Flag> MakeFlags(BenchFlags* f) {
        IntIn("token_budget", &e->token_budget, 1, kMax)},
       {"kv_cache_tokens", "tokens per KV cache (default: see EngineOptions)",
        IntIn("kv_cache_tokens", &e->kv_cache_tokens, 0, kMax)},
+      {"kv_cache_kib", "KV memory budget of each cache in KiB, instead of "
+                       "kv_cache_tokens: denser formats hold more tokens",
+       IntIn("kv_cache_kib", &e->kv_cache_kib, 0, kMax)},
       {"kda_variant", "KDA decode kernel: naive | fused | tiled",
        Parsed("kda_variant", &f->model.kda_variant,
               kernels::kda::ParseKdaDecodeVariant)},

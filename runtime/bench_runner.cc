@@ -51,6 +51,7 @@ nlohmann::json ConfigJson(const HybridModel& model, const EngineOptions& e,
                  {"max_batch_size", e.max_batch_size},
                  {"token_budget", e.token_budget},
                  {"kv_cache_tokens", e.kv_cache_tokens},
+                 {"kv_cache_kib", e.kv_cache_kib},
                  {"kda_variant", kernels::kda::KdaDecodeVariantName(
                                      model.options().kda_variant)},
                  {"kda_precision",

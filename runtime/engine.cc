@@ -42,6 +42,12 @@ absl::StatusOr<EngineMode> ParseEngineMode(absl::string_view name) {
 absl::Status ValidateEngineOptions(const EngineOptions& o) {
   DG_RETURN_IF_ERROR(CheckAtLeast("max_batch_size", o.max_batch_size, 1));
   DG_RETURN_IF_ERROR(CheckAtLeast("kv_cache_tokens", o.kv_cache_tokens, 0));
+  DG_RETURN_IF_ERROR(CheckAtLeast("kv_cache_kib", o.kv_cache_kib, 0));
+  if (o.kv_cache_tokens > 0 && o.kv_cache_kib > 0) {
+    return absl::InvalidArgumentError(
+        "engine options kv_cache_tokens and kv_cache_kib both set: size the "
+        "KV caches in tokens or in memory, not both");
+  }
   if (o.mode == EngineMode::kEpd) {
     DG_RETURN_IF_ERROR(CheckAtLeast("encode_workers", o.encode_workers, 1));
     DG_RETURN_IF_ERROR(CheckAtLeast("prefill_workers", o.prefill_workers, 1));
@@ -106,6 +112,7 @@ absl::Status Engine::Start() {
   // Colocated: each worker also holds the request it is prefilling.
   decode.state_slots = epd ? 2 * decode_workers * o.max_batch_size
                            : decode_workers * (o.max_batch_size + 1);
+  decode.kv_bytes = int64_t{o.kv_cache_kib} << 10;
   decode.kv_format = o.kv_format;
   decode.kv_scale_dtype = o.kv_scale_dtype;
   DG_ASSIGN_OR_RETURN(
@@ -146,7 +153,8 @@ absl::Status Engine::Start() {
                   {"kv_format", kernels::KvFormatName(o.kv_format)},
                   {"max_batch_size", o.max_batch_size},
                   {"token_budget", o.token_budget},
-                  {"kv_cache_tokens", decode.kv_tokens}});
+                  {"kv_cache_tokens", decode.kv_tokens},
+                  {"kv_cache_kib", o.kv_cache_kib}});
   return absl::OkStatus();
 }
 

@@ -79,6 +79,10 @@ struct EngineOptions {
   // max_batch_size full-context requests per decode/colocated worker and
   // two per prefill worker.
   int kv_cache_tokens = 0;
+  // Alternatively, a memory budget of each cache in KiB: the cache holds as
+  // many blocks of kv_format as fit, so a denser format serves more
+  // requests at once. At most one of the two is set.
+  int kv_cache_kib = 0;
 
   const Clock* clock = SteadyClock::Get();
   Tracer* tracer = nullptr;  // Optional.

@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "runtime/kv_cache.h"
 #include "runtime/test_util.h"
 #include "runtime/tracer.h"
 
@@ -239,6 +240,50 @@ TEST(EngineTest, RequestsWaitForCacheSpaceAndCachesEndEmpty) {
       EXPECT_EQ(stats.transfers.load(), 0);
     }
   }
+}
+
+// A memory budget holds as many blocks as fit in the cache's format: the
+// same KiB serve four times the requests at once in fp8 as in fp32.
+TEST(EngineTest, AMemoryBudgetHoldsMoreRequestsInADenserFormat) {
+  auto model = testing::TinyModel();
+  const ModelConfig& config = model->config();
+  std::vector<Request> requests(8);
+  for (int i = 0; i < 8; ++i) {
+    requests[i].id = i;
+    requests[i].prompt = testing::RandomPrompt(50, 700 + i, config.vocab_size);
+    requests[i].max_new_tokens = 31;  // 80 cached tokens: 5 blocks.
+  }
+  KvCacheOptions kv;
+  kv.num_layers = config.num_attention_layers();
+  kv.num_kv_heads = config.attn_kv_heads;
+  kv.head_dim = config.attn_head_dim;
+  kv.block_size = config.kv_block_size;
+  kv.format = kernels::KvFormat::kFp32;
+  const size_t fp32_block = PagedKvCache::BlockBytes(kv);
+  ASSERT_GT(fp32_block, 0u);
+  // Ten fp32 blocks (two requests); forty fp8 blocks (all eight).
+  const int kib = static_cast<int>((10 * fp32_block + 1023) / 1024);
+  std::map<kernels::KvFormat, int64_t> peak_blocks;
+  for (kernels::KvFormat format :
+       {kernels::KvFormat::kFp32, kernels::KvFormat::kFp8E4M3}) {
+    EngineOptions options = Colocated(1, 8);
+    options.kv_format = format;
+    options.kv_cache_kib = kib;
+    MemoryReport memory;
+    const auto results = RunEngine(*model, options, requests, &memory);
+    for (const auto& [id, r] : results) EXPECT_TRUE(r.status.ok()) << id << ": " << r.status;
+    EXPECT_LE(memory.attention_kv_peak_bytes, int64_t{kib} << 10);
+    peak_blocks[format] = memory.attention_kv_peak_bytes / memory.kv_block_bytes;
+  }
+  EXPECT_LE(peak_blocks[kernels::KvFormat::kFp32], 11);
+  EXPECT_GE(peak_blocks[kernels::KvFormat::kFp8E4M3], 20);
+
+  EngineOptions both = Colocated(1, 8);
+  both.kv_cache_tokens = 256;
+  both.kv_cache_kib = 64;
+  absl::Status s = ValidateEngineOptions(both);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(s.message()).find("kv_cache_kib"), std::string::npos) << s;
 }
 
 // How requests overlap depends on thread timing; what a run must account

@@ -47,13 +47,21 @@ PagedKvCache::PagedKvCache(const KvCacheOptions& o, MemoryGauge* gauge)
   code_bytes_ = kernels::KvCodeBytes(o.format, vectors, o.head_dim);
   scale_bytes_ = kernels::KvScaleBytes(o.format, o.scale_dtype, vectors);
   plane_bytes_ = RoundUp(code_bytes_) + RoundUp(scale_bytes_);
-  block_bytes_ = plane_bytes_ * 2 * o.num_layers;
+  block_bytes_ = BlockBytes(o);
   // Not zeroed: pages are touched only when blocks are used.
   arena_.reset(static_cast<uint8_t*>(operator new[](block_bytes_* o.num_blocks,
                                                     std::align_val_t(kAlign))));
 }
 
 PagedKvCache::~PagedKvCache() = default;
+
+size_t PagedKvCache::BlockBytes(const KvCacheOptions& o) {
+  const size_t vectors = static_cast<size_t>(o.num_kv_heads) * o.block_size;
+  const size_t plane =
+      RoundUp(kernels::KvCodeBytes(o.format, vectors, o.head_dim)) +
+      RoundUp(kernels::KvScaleBytes(o.format, o.scale_dtype, vectors));
+  return plane * 2 * o.num_layers;
+}
 
 double PagedKvCache::bytes_per_token() const {
   return static_cast<double>(block_bytes_) / options_.block_size;

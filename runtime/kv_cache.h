@@ -51,6 +51,9 @@ class PagedKvCache {
   const KvCacheOptions& options() const { return options_; }
   // Bytes of one block (all layers, K and V, codes and scales).
   size_t block_bytes() const { return block_bytes_; }
+  // The same, before a cache exists (num_blocks is ignored): what sizes a
+  // cache to a memory budget.
+  static size_t BlockBytes(const KvCacheOptions& options);
   // Storage per cached token: block_bytes() / block_size.
   double bytes_per_token() const;
   // Blocks needed to hold `tokens` tokens.

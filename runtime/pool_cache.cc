@@ -1,8 +1,10 @@
 #include "runtime/pool_cache.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "runtime/status_macros.h"
 
 namespace densegate::runtime {
@@ -16,10 +18,23 @@ absl::StatusOr<std::unique_ptr<PoolCache>> PoolCache::Create(
   kv.num_kv_heads = std::max(config.attn_kv_heads, 1);
   kv.head_dim = std::max(config.attn_head_dim, 1);
   kv.block_size = config.kv_block_size;
-  kv.num_blocks =
-      (options.kv_tokens + config.kv_block_size - 1) / config.kv_block_size;
   kv.format = options.kv_format;
   kv.scale_dtype = options.kv_scale_dtype;
+  kv.num_blocks =
+      (options.kv_tokens + config.kv_block_size - 1) / config.kv_block_size;
+  if (options.kv_bytes > 0) {
+    const size_t block = PagedKvCache::BlockBytes(kv);
+    // A model without attention layers has zero-byte blocks: nothing to size.
+    kv.num_blocks = block == 0 ? 1
+                               : static_cast<int>(std::min<int64_t>(
+                                     options.kv_bytes / block, 1 << 30));
+    if (kv.num_blocks < 1) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s KV cache: a budget of %d bytes holds no block of %d bytes (%s)",
+          options.name, options.kv_bytes, block,
+          kernels::KvFormatName(options.kv_format)));
+    }
+  }
   DG_ASSIGN_OR_RETURN(std::unique_ptr<PagedKvCache> cache,
                       PagedKvCache::Create(kv, kv_gauge));
   auto states = std::make_unique<KdaStateStore>(

@@ -34,6 +34,9 @@ struct Residency {
 struct PoolCacheOptions {
   std::string name;   // "prefill", "decode", "colocated".
   int kv_tokens = 0;  // KV-cache capacity, rounded up to whole blocks.
+  // When > 0, the capacity is instead as many whole blocks of kv_format as
+  // fit in this many bytes (a memory budget: denser formats hold more).
+  int64_t kv_bytes = 0;
   int state_slots = 0;
   kernels::KvFormat kv_format = kernels::KvFormat::kFp32;
   kernels::ScaleDtype kv_scale_dtype = kernels::ScaleDtype::kFp32;

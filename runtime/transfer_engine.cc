@@ -8,8 +8,13 @@
 namespace densegate::runtime {
 
 TransferEngine::TransferEngine(PoolCache* from, PoolCache* to, int workers,
-                               Telemetry telemetry, FinishFn finish)
-    : from_(from), to_(to), telemetry_(telemetry), finish_(std::move(finish)) {
+                               Telemetry telemetry, FinishFn finish,
+                               CopyFn copy)
+    : from_(from),
+      to_(to),
+      telemetry_(telemetry),
+      finish_(std::move(finish)),
+      copy_(std::move(copy)) {
   for (int i = 0; i < workers; ++i) {
     threads_.emplace_back(&TransferEngine::Work, this, i);
   }
@@ -65,7 +70,7 @@ absl::StatusOr<TransferStats> TransferEngine::Copy(const Sequence& seq,
                   &telemetry_.stats->transfer_ns,
                   {{"request", seq.request.id}});
   absl::StatusOr<TransferStats> copied =
-      CopySequence(from_->Ref(seq.residency), to_->Ref(dst), seq.prompt_len());
+      copy_(from_->Ref(seq.residency), to_->Ref(dst), seq.prompt_len());
   if (copied.ok()) {
     span.AddArg("bytes", copied->bytes);
     span.AddArg("runs", copied->kv_runs);

@@ -6,13 +6,15 @@
 //
 // The decode loop polls the ready list (TakeReady) before every step. The
 // copy itself runs under no lock: a decode step never waits for a copy,
-// only for the short list operations around it. Internal to runtime/.
+// only for the short list operations around it (transfer_engine_test holds
+// a copy open and checks exactly that). Internal to runtime/.
 //
 // Thread-safe.
 #ifndef DENSEGATE_RUNTIME_TRANSFER_ENGINE_H_
 #define DENSEGATE_RUNTIME_TRANSFER_ENGINE_H_
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -29,10 +31,17 @@ namespace densegate::runtime {
 
 class TransferEngine {
  public:
+  // How one sequence's cache moves between the pools: CopySequence (memcpy
+  // of contiguous block runs) in this runtime; another transport, or a
+  // test's, plugs in here.
+  using CopyFn = std::function<absl::StatusOr<TransferStats>(
+      const SequenceRef& src, const SequenceRef& dst, int tokens)>;
+
   // Starts `workers` threads copying from `from` to `to`. `finish` ends
   // sequences whose transfer failed. telemetry.stats must not be null.
   TransferEngine(PoolCache* from, PoolCache* to, int workers,
-                 Telemetry telemetry, FinishFn finish);
+                 Telemetry telemetry, FinishFn finish,
+                 CopyFn copy = CopySequence);
   // Stops (see Shutdown) and joins the threads.
   ~TransferEngine();
 
@@ -51,7 +60,7 @@ class TransferEngine {
   void Work(int index);
   // Moves one sequence's cache from `from_` to `to_` and publishes it.
   void Transfer(std::unique_ptr<Sequence> seq);
-  // The copy itself (CopySequence, traced); takes no lock.
+  // The copy itself (copy_, traced); takes no lock.
   absl::StatusOr<TransferStats> Copy(const Sequence& seq, const Residency& dst);
   // Hands a transferred sequence to the decode workers (under ready_mu_).
   void Publish(std::unique_ptr<Sequence> seq);
@@ -63,6 +72,7 @@ class TransferEngine {
   PoolCache* const to_;
   const Telemetry telemetry_;
   const FinishFn finish_;
+  const CopyFn copy_;
   WorkQueue<std::unique_ptr<Sequence>> queue_;
   std::vector<std::thread> threads_;
 

@@ -217,6 +217,7 @@ absl::Status NodeWorker::RunLease(const v1::Lease& lease) {
   finish.set_node_id(node_id_);
   finish.set_lease_id(lease.id());
   if (lease.job_kind() == v1::CALIBRATION) {
+    HostLock::Guard measuring(options_.host_lock, HostLock::Mode::kExclusive);
     finish.set_calibration_noise(MeasureCalibrationNoise(15));
   } else {
     std::atomic<bool> cancel{false};
@@ -262,6 +263,7 @@ absl::Status NodeWorker::RunLease(const v1::Lease& lease) {
     eo.node_fingerprint = DetectDimensions(options_.cpus).fingerprint();
     eo.software_version = options_.software_version;
     eo.cpus = options_.cpus;
+    eo.host_lock = options_.host_lock;
     Evaluator evaluator(eo, launcher_);
     absl::StatusOr<EvalOutcome> outcome = evaluator.Evaluate(request, &listener);
     {

@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "grpcpp/grpcpp.h"
+#include "harness/process/host_lock.h"
 #include "harness/process/launcher.h"
 #include "proto/densegate.grpc.pb.h"
 
@@ -36,6 +37,9 @@ struct NodeWorkerOptions {
   std::string name;   // Unique per node; default: the host name.
   std::string workspace_root;
   std::vector<int> cpus;  // Measured processes are pinned here.
+  // When other nodes share the machine (not owned): measurements, the A/A
+  // calibration included, run alone (see HostLock).
+  HostLock* host_lock = nullptr;
   std::string software_version;
   // Stop after this many jobs (0: never); tests and the demo use it.
   int max_jobs = 0;

@@ -87,6 +87,11 @@ void BM_KdaDecode_tiled(benchmark::State& state) {
 void BM_KdaDecode_tiled_mt(benchmark::State& state) {
   RunDecode(state, KdaDecodeVariant::kTiled, kAllThreads);
 }
+// Whatever KdaDecodeOptions picks by default: what the runtime and the
+// kernel runner get without choosing (one thread).
+void BM_KdaDecode_default(benchmark::State& state) {
+  RunDecode(state, KdaDecodeOptions().variant, 1);
+}
 
 BENCHMARK(BM_KdaDecode_naive)
     ->Arg(1)
@@ -99,6 +104,11 @@ BENCHMARK(BM_KdaDecode_fused)
     ->Arg(32)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_KdaDecode_tiled)
+    ->Arg(1)
+    ->Arg(8)
+    ->Arg(32)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_KdaDecode_default)
     ->Arg(1)
     ->Arg(8)
     ->Arg(32)

@@ -1,0 +1,629 @@
+#include "demo/demo.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "demo/scenario.h"
+#include "demo/scratch_repo.h"
+#include "demo/service_process.h"
+#include "grpcpp/grpcpp.h"
+#include "harness/process/launcher.h"
+#include "harness/workspace/git.h"
+#include "proto/densegate.grpc.pb.h"
+#include "results/report/report.h"
+#include "results/store/store.h"
+
+namespace densegate::demo {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kExitMismatch = 1, kExitUsage = 2, kExitInfrastructure = 4;
+
+std::string Lower(const std::string& s) { return absl::AsciiStrToLower(s); }
+
+std::string RandomToken() {
+  std::ifstream urandom("/dev/urandom", std::ios::binary);
+  unsigned char bytes[16] = {};
+  urandom.read(reinterpret_cast<char*>(bytes), sizeof bytes);
+  std::string hex;
+  for (unsigned char b : bytes) absl::StrAppendFormat(&hex, "%02x", b);
+  return hex;
+}
+
+struct Tokens {
+  std::string ci, agent, viewer, node, admin;
+};
+
+// The CPUs this process may use, split in two halves, one per node. With a
+// single CPU both nodes share it (and the demo says so).
+std::pair<std::vector<int>, std::vector<int>> SplitCpus() {
+  cpu_set_t set;
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    }
+  }
+  if (cpus.size() < 2) return {cpus, cpus};
+  const size_t half = cpus.size() / 2;
+  return {std::vector<int>(cpus.begin(), cpus.begin() + half),
+          std::vector<int>(cpus.begin() + half, cpus.end())};
+}
+
+// What the live view shows of one candidate.
+struct Row {
+  const ScenarioCandidate* candidate = nullptr;
+  std::string id;
+  v1::EvaluationState state = v1::QUEUED;
+  std::string node_id;
+  std::string activity = "queued";  // Stage and repetitions, or the outcome.
+  bool settled = false;             // Final, merge included.
+  v1::Evaluation final;
+};
+
+class Demo {
+ public:
+  Demo(const DemoOptions& options, std::ostream& out) : o_(options), out_(out) {}
+  int Run();
+
+ private:
+  absl::Status Prepare();
+  absl::Status StartServices();
+  absl::Status StartNode(size_t i);  // (Re)starts node_specs_[i].
+  absl::Status AwaitNodes();
+  absl::Status SubmitAll();
+  void Follow(Row* row);
+  void FollowEvents(Row* row, const std::string& id, const std::string& prefix);
+  absl::StatusOr<v1::Evaluation> Get(const std::string& id);
+  bool WaitAndShow();
+  void Show(bool final);
+  std::string NodeName(const std::string& id);
+  int Verdicts();
+  absl::Status WriteReport();
+
+  template <typename Ctx>
+  void Attach(Ctx* ctx, const std::string& token, int deadline_s = 30) {
+    ctx->AddMetadata("authorization", "Bearer " + token);
+    if (deadline_s > 0) {
+      ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(deadline_s));
+    }
+  }
+
+  const DemoOptions& o_;
+  std::ostream& out_;
+  const absl::Time start_ = absl::Now();
+  std::unique_ptr<harness::ProcessLauncher> launcher_ = harness::NewSandboxLauncher();
+  harness::Git git_{launcher_.get()};
+  Scenario scenario_;
+  ScratchRepo repo_;
+  Tokens tokens_;
+  std::string db_url_;
+  std::unique_ptr<ServiceProcess> scheduler_;
+  struct NodeSpec {
+    std::string name;
+    std::vector<int> cpus;
+    std::vector<std::string> argv;
+  };
+  std::vector<NodeSpec> node_specs_;
+  std::vector<std::unique_ptr<ServiceProcess>> nodes_;  // One per spec.
+  std::string address_;
+  int http_port_ = 0;
+  std::unique_ptr<v1::Densegate::Stub> stub_;
+
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Row>> rows_;  // Guarded by mu_ once watchers run.
+  std::map<std::string, std::string> node_names_;
+  int shown_lines_ = 0;
+  std::map<const Row*, std::string> last_printed_;
+  const bool tty_ = isatty(STDOUT_FILENO);
+};
+
+std::string Elapsed(absl::Time start) {
+  const int s = static_cast<int>(absl::ToInt64Seconds(absl::Now() - start));
+  return absl::StrFormat("%2d:%02d", s / 60, s % 60);
+}
+
+absl::Status Demo::Prepare() {
+  absl::StatusOr<Scenario> scenario = LoadScenario(o_.source_root + "/examples/scenario.json");
+  if (!scenario.ok()) return scenario.status();
+  scenario_ = *std::move(scenario);
+  ScratchRepoOptions ro;
+  ro.source_root = o_.source_root;
+  ro.workload_dir = o_.source_root + "/examples/workload";
+  ro.dir = o_.cache_dir + "/repo";
+  ro.quick = o_.quick;
+  absl::StatusOr<ScratchRepo> repo = CreateScratchRepo(ro, scenario_, git_);
+  if (!repo.ok()) return repo.status();
+  repo_ = *std::move(repo);
+  out_ << absl::StrFormat("target repository %s: first version %s, %d candidate branches%s\n",
+                          repo_.dir, repo_.first_version_sha.substr(0, 10),
+                          repo_.candidate_sha.size(), o_.quick ? " (quick: fewer repetitions)" : "");
+  return absl::OkStatus();
+}
+
+absl::Status Demo::StartServices() {
+  std::error_code ec;
+  fs::create_directories(o_.out_dir + "/logs", ec);
+  const std::string db = o_.out_dir + "/densegate.db";
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db + suffix, ec);
+  db_url_ = "sqlite:" + db;
+  tokens_ = {RandomToken(), RandomToken(), RandomToken(), RandomToken(), RandomToken()};
+  const std::string tokens_path = o_.out_dir + "/tokens";
+  {
+    std::ofstream t(tokens_path);
+    t << "ci " << tokens_.ci << " ci:demo-bot\n"
+      << "agent " << tokens_.agent << " agent:kda-optimizer\n"
+      << "viewer " << tokens_.viewer << " viewer:manager\n"
+      << "node " << tokens_.node << " node:demo\n"
+      << "admin " << tokens_.admin << " admin:demo\n";
+    if (!t) return absl::InternalError("cannot write " + tokens_path);
+  }
+  fs::permissions(tokens_path, fs::perms::owner_read | fs::perms::owner_write, ec);
+  const std::string port_file = o_.out_dir + "/ports";
+  fs::remove(port_file, ec);
+  absl::StatusOr<std::unique_ptr<ServiceProcess>> s = ServiceProcess::Start(
+      {o_.densegate_binary, "serve", "--address", "127.0.0.1:0", "--http_address", "127.0.0.1:0",
+       "--port_file", port_file, "--db", db_url_, "--tokens", tokens_path},
+      o_.out_dir + "/logs/scheduler.log", {});
+  if (!s.ok()) return s.status();
+  scheduler_ = *std::move(s);
+  // The scheduler writes the file once it listens; a start takes well under
+  // the deadline, so waiting longer means it failed.
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  int grpc_port = 0;
+  while (grpc_port == 0) {
+    std::ifstream(port_file) >> grpc_port >> http_port_;
+    if (grpc_port != 0) break;
+    if (!scheduler_->Running() || absl::Now() > deadline) {
+      return absl::UnavailableError("the scheduler did not start; see " + scheduler_->log_path());
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  address_ = absl::StrCat("127.0.0.1:", grpc_port);
+  stub_ = v1::Densegate::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  out_ << absl::StrFormat("scheduler on %s (store %s); live report: http://127.0.0.1:%d/report?token=%s\n",
+                          address_, db_url_, http_port_, tokens_.viewer);
+
+  const auto [cpus_a, cpus_b] = SplitCpus();
+  if (cpus_a == cpus_b) {
+    out_ << "note: one CPU only, so both nodes share it; benchmarks will disturb each other\n";
+  }
+  // One Bazel disk cache for both nodes: the second builds what the first
+  // already built from the cache.
+  const std::string shared = o_.cache_dir + "/bazel-shared";
+  fs::create_directories(shared, ec);
+  for (const auto& [name, cpus] : {std::pair{"node-a", cpus_a}, std::pair{"node-b", cpus_b}}) {
+    const std::string ws = o_.cache_dir + "/nodes/" + name;
+    fs::create_directories(ws, ec);
+    if (!fs::exists(ws + "/shared-cache")) fs::create_directory_symlink(shared, ws + "/shared-cache", ec);
+    if (ec) return absl::InternalError(absl::StrFormat("cannot prepare %s: %s", ws, ec.message()));
+    NodeSpec spec{name, cpus,
+                  {o_.densegate_binary, "node", "--server", address_, "--token", tokens_.node,
+                   "--name", name, "--workspace", ws, "--host_lock", o_.cache_dir + "/host.lock"}};
+    if (!cpus.empty()) {
+      spec.argv.push_back("--cpus");
+      spec.argv.push_back(absl::StrJoin(cpus, ","));
+    }
+    node_specs_.push_back(std::move(spec));
+    nodes_.emplace_back();
+    if (absl::Status s = StartNode(nodes_.size() - 1); !s.ok()) return s;
+    out_ << absl::StrFormat("%s pinned to CPU %s\n", name,
+                            cpus.empty() ? "(any)" : absl::StrJoin(cpus, ","));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Demo::StartNode(size_t i) {
+  const NodeSpec& spec = node_specs_[i];
+  if (nodes_[i] != nullptr) nodes_[i]->Stop(absl::Seconds(2));
+  absl::StatusOr<std::unique_ptr<ServiceProcess>> n = ServiceProcess::Start(
+      spec.argv, o_.out_dir + "/logs/" + spec.name + ".log", spec.cpus);
+  if (!n.ok()) return n.status();
+  nodes_[i] = *std::move(n);
+  return absl::OkStatus();
+}
+
+// Both nodes must pass their A/A calibration. A node quarantined at join is
+// restarted (it registers and calibrates again) a few times: a burst of
+// load elsewhere on the machine should not end the demo, sustained noise
+// should.
+absl::Status Demo::AwaitNodes() {
+  constexpr int kCalibrationAttempts = 3;
+  std::map<std::string, int> attempts;  // Quarantines seen per node name.
+  const absl::Time deadline = absl::Now() + absl::Seconds(180);
+  while (true) {
+    grpc::ClientContext ctx;
+    Attach(&ctx, tokens_.admin);
+    v1::ListNodesResponse resp;
+    grpc::Status s = stub_->ListNodes(&ctx, v1::ListNodesRequest(), &resp);
+    if (!s.ok()) return absl::UnavailableError("ListNodes: " + s.error_message());
+    std::map<std::string, const v1::Node*> active;
+    std::map<std::string, std::vector<const v1::Node*>> quarantined;
+    for (const v1::Node& n : resp.nodes()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        node_names_[n.id()] = n.name();
+      }
+      if (n.state() == v1::ACTIVE) active[n.name()] = &n;
+      if (n.state() == v1::QUARANTINED) quarantined[n.name()].push_back(&n);
+    }
+    if (active.size() == node_specs_.size()) {
+      for (const auto& [name, n] : active) {
+        out_ << absl::StrFormat("%s active: A/A calibration noise %.2f%%\n", name,
+                                100 * n->calibration_noise());
+      }
+      return absl::OkStatus();
+    }
+    for (size_t i = 0; i < node_specs_.size(); ++i) {
+      const std::string& name = node_specs_[i].name;
+      const std::vector<const v1::Node*>& q = quarantined[name];
+      if (active.count(name) || static_cast<int>(q.size()) <= attempts[name]) continue;
+      attempts[name] = static_cast<int>(q.size());
+      const std::string noise = absl::StrFormat("%.1f%%", 100 * q.back()->calibration_noise());
+      if (attempts[name] >= kCalibrationAttempts) {
+        return absl::UnavailableError(absl::StrFormat(
+            "%s quarantined %d times (calibration noise up to %s): this machine is too noisy "
+            "for gate work right now (stop other load and run again)",
+            name, attempts[name], noise));
+      }
+      out_ << absl::StrFormat("%s quarantined (calibration noise %s); calibrating again\n", name,
+                              noise);
+      if (absl::Status st = StartNode(i); !st.ok()) return st;
+    }
+    for (const auto& n : nodes_) {
+      if (!n->Running()) return absl::UnavailableError("a node exited; see " + n->log_path());
+    }
+    if (absl::Now() > deadline) {
+      return absl::UnavailableError("the nodes did not become active; see " + o_.out_dir + "/logs");
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+}
+
+absl::Status Demo::SubmitAll() {
+  for (const ScenarioCandidate& c : scenario_.candidates) {
+    v1::SubmitRequest req;
+    req.set_repo(repo_.dir);
+    if (c.merge) req.set_target_branch(scenario_.target_branch);
+    req.set_baseline_ref(repo_.first_version_sha);
+    req.set_candidate_ref(repo_.candidate_sha.at(c.name));
+    req.set_kind(c.kind);
+    req.set_hypothesis(c.hypothesis);
+    if (c.submitter == "agent") req.set_campaign("kda-decode");
+    for (const v1::Claim& claim : c.claims) *req.add_claims() = claim;
+    grpc::ClientContext ctx;
+    Attach(&ctx, c.submitter == "ci" ? tokens_.ci : tokens_.agent);
+    v1::SubmitResponse resp;
+    grpc::Status s = stub_->Submit(&ctx, req, &resp);
+    if (!s.ok()) {
+      return absl::InternalError(absl::StrFormat("submitting %s: %s", c.name, s.error_message()));
+    }
+    auto row = std::make_unique<Row>();
+    row->candidate = &c;
+    row->id = resp.evaluation().id();
+    rows_.push_back(std::move(row));
+  }
+  out_ << absl::StrFormat("submitted %d candidates (CI first, then experiments; FIFO within each)\n\n",
+                          rows_.size());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Evaluation> Demo::Get(const std::string& id) {
+  grpc::ClientContext ctx;
+  Attach(&ctx, tokens_.viewer);
+  v1::GetEvaluationRequest req;
+  req.set_id(id);
+  v1::Evaluation e;
+  grpc::Status s = stub_->GetEvaluation(&ctx, req, &e);
+  if (!s.ok()) return absl::UnavailableError(s.error_message());
+  return e;
+}
+
+std::string StageName(v1::StageKind k) {
+  std::string s = Lower(v1::StageKind_Name(k));
+  std::replace(s.begin(), s.end(), '_', '-');
+  return s;
+}
+
+// Streams one evaluation's events into the row until it ends.
+void Demo::FollowEvents(Row* row, const std::string& id, const std::string& prefix) {
+  grpc::ClientContext ctx;
+  Attach(&ctx, tokens_.viewer, 0);
+  v1::WatchEvaluationRequest req;
+  req.set_id(id);
+  std::unique_ptr<grpc::ClientReader<v1::EvaluationEvent>> reader = stub_->WatchEvaluation(&ctx, req);
+  v1::EvaluationEvent ev;
+  while (reader->Read(&ev)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ev.has_stage()) {
+      const v1::Stage& st = ev.stage();
+      if (st.status() == v1::STAGE_RUNNING) {
+        row->activity = prefix + StageName(st.kind());
+      } else if (st.status() == v1::STAGE_FAILED) {
+        row->activity = prefix + StageName(st.kind()) + " failed";
+      }
+    } else if (ev.has_progress()) {
+      const v1::Progress& p = ev.progress();
+      std::string text = prefix + StageName(p.stage());
+      if (p.repetitions_planned() > 0) {
+        absl::StrAppendFormat(&text, " %d/%d", p.repetition(), p.repetitions_planned());
+      }
+      if (p.current_estimate() > 0) absl::StrAppendFormat(&text, " %.2fx", p.current_estimate());
+      if (!p.metric().empty()) absl::StrAppend(&text, " ", p.metric());
+      row->activity = text;
+    } else if (ev.event_case() == v1::EvaluationEvent::kState && prefix.empty()) {
+      row->state = ev.state();
+      if (ev.state() == v1::RUNNING) row->activity = "starting";
+    }
+  }
+  reader->Finish();
+}
+
+void Demo::Follow(Row* row) {
+  FollowEvents(row, row->id, "");
+  // Then the merge queue: it may re-measure against a moved tip first.
+  std::string followed_remeasure;
+  while (true) {
+    absl::StatusOr<v1::Evaluation> e = Get(row->id);
+    if (e.ok()) {
+      const v1::MergeState m = e->merge().state();
+      const bool final_state = e->state() == v1::FINISHED || e->state() == v1::CANCELLED ||
+                               e->state() == v1::DEAD;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        row->state = e->state();
+        row->node_id = e->node_id();
+        if (final_state && m != v1::MERGE_QUEUED && m != v1::REMEASURING) {
+          row->final = *e;
+          row->settled = true;
+          row->activity = "done";
+          return;
+        }
+        if (m == v1::MERGE_QUEUED) row->activity = "accepted; merge queued";
+      }
+      const std::string& re = e->merge().remeasure_evaluation_id();
+      if (m == v1::REMEASURING && !re.empty() && re != followed_remeasure) {
+        followed_remeasure = re;
+        FollowEvents(row, re, "re-measure on the new tip: ");
+        continue;
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(500));
+  }
+}
+
+std::string Demo::NodeName(const std::string& id) {
+  auto it = node_names_.find(id);
+  return it == node_names_.end() ? id.substr(0, 8) : it->second;
+}
+
+std::string DecisionText(const v1::Evaluation& e) {
+  if (e.state() != v1::FINISHED) return Lower(v1::EvaluationState_Name(e.state()));
+  std::string text = Lower(v1::Decision_Name(e.verdict().decision()));
+  for (const v1::Reason& r : e.verdict().reasons()) {
+    if (r.code() != v1::VERIFIED && r.code() != v1::REASON_CODE_UNSPECIFIED) {
+      absl::StrAppend(&text, " (", Lower(v1::ReasonCode_Name(r.code())), ")");
+      break;
+    }
+  }
+  return text;
+}
+
+void Demo::Show(bool final) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> lines;
+  for (const auto& r : rows_) {
+    std::string where = r->node_id.empty() ? "" : NodeName(r->node_id);
+    std::string what = r->settled ? DecisionText(r->final) : r->activity;
+    if (r->settled && r->final.merge().state() == v1::MERGED) what += ", merged";
+    lines.push_back(absl::StrFormat("  %-24s %-7s %s", r->candidate->name, where, what));
+  }
+  if (tty_) {
+    if (shown_lines_ > 0) out_ << "\x1b[" << shown_lines_ << "A";
+    out_ << "\x1b[K" << Elapsed(start_) << (final ? " all decided" : " running") << "\n";
+    for (const std::string& l : lines) out_ << "\x1b[K" << l << "\n";
+    shown_lines_ = static_cast<int>(lines.size()) + 1;
+  } else {
+    // A log: one line per change.
+    for (size_t i = 0; i < rows_.size(); ++i) {
+      std::string& last = last_printed_[rows_[i].get()];
+      if (last != lines[i]) {
+        last = lines[i];
+        out_ << Elapsed(start_) << lines[i] << "\n";
+      }
+    }
+  }
+  out_.flush();
+}
+
+bool Demo::WaitAndShow() {
+  std::vector<std::thread> watchers;
+  for (auto& r : rows_) watchers.emplace_back(&Demo::Follow, this, r.get());
+  bool all = false;
+  const absl::Time deadline = start_ + o_.timeout;
+  while (!all && absl::Now() < deadline) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      all = std::all_of(rows_.begin(), rows_.end(), [](const auto& r) { return r->settled; });
+    }
+    // Which node holds each running candidate (not part of the event stream).
+    std::vector<std::pair<Row*, std::string>> running;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& r : rows_) {
+        if (!r->settled && r->state == v1::RUNNING) running.push_back({r.get(), r->id});
+      }
+    }
+    for (auto& [row, id] : running) {
+      absl::StatusOr<v1::Evaluation> e = Get(id);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (e.ok()) row->node_id = e->node_id();
+    }
+    // Node names for rows whose node joined the table late.
+    grpc::ClientContext ctx;
+    Attach(&ctx, tokens_.admin);
+    v1::ListNodesResponse nodes;
+    if (stub_->ListNodes(&ctx, v1::ListNodesRequest(), &nodes).ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const v1::Node& n : nodes.nodes()) node_names_[n.id()] = n.name();
+    }
+    Show(all);
+    if (!all) absl::SleepFor(absl::Seconds(1));
+  }
+  if (!all) {
+    // Watchers block on streams of a scheduler that is about to stop.
+    for (auto& n : nodes_) n->Stop(absl::Seconds(1));
+    scheduler_->Stop(absl::Seconds(1));
+  }
+  for (std::thread& t : watchers) t.join();
+  return all;
+}
+
+std::string Metrics(const v1::Verdict& v) {
+  std::vector<std::string> parts;
+  for (const v1::MetricComparison& m : v.metrics()) {
+    parts.push_back(absl::StrFormat("%s %.2fx [%.2f, %.2f]", m.metric(), m.speedup(), m.ci_low(),
+                                    m.ci_high()));
+  }
+  return absl::StrJoin(parts, "; ");
+}
+
+// Whether the candidate got what the scenario says, and if not, why not.
+std::string Mismatch(const ScenarioCandidate& c, const v1::Evaluation& e) {
+  if (e.state() != v1::FINISHED) {
+    // What ended it: the last stage that did not pass says why.
+    std::string why;
+    for (const v1::Stage& st : e.stages()) {
+      if (st.status() == v1::STAGE_ERROR || st.status() == v1::STAGE_FAILED) why = st.summary();
+    }
+    return "no verdict: " + Lower(v1::EvaluationState_Name(e.state())) +
+           (why.empty() ? "" : " (" + why + ")");
+  }
+  const v1::Verdict& v = e.verdict();
+  if (v.decision() != c.expect_decision) {
+    return "expected " + Lower(v1::Decision_Name(c.expect_decision));
+  }
+  if (c.expect_reason != v1::REASON_CODE_UNSPECIFIED &&
+      std::none_of(v.reasons().begin(), v.reasons().end(),
+                   [&](const v1::Reason& r) { return r.code() == c.expect_reason; })) {
+    return "expected the reason " + Lower(v1::ReasonCode_Name(c.expect_reason));
+  }
+  // An accepted candidate's claims must hold, not just its decision.
+  if (c.expect_decision == v1::ACCEPT) {
+    for (const v1::ClaimResult& claim : v.claims()) {
+      if (!claim.verified()) {
+        return absl::StrFormat("expected the claim %s >= %.2fx verified", claim.metric(),
+                               claim.claimed());
+      }
+    }
+  }
+  if (c.expect_merged && e.merge().state() != v1::MERGED) {
+    return "expected a merge: " + Lower(v1::MergeState_Name(e.merge().state())) + " " +
+           e.merge().message();
+  }
+  // A gain counts only when accepted under GAIN; a neutral change accepted
+  // under NO_REGRESSION is not one.
+  const bool gain = v.decision() == v1::ACCEPT && v.policy() == v1::GAIN;
+  if (gain != c.expect_gain) return c.expect_gain ? "expected a verified gain" : "counted as a gain";
+  return "";
+}
+
+int Demo::Verdicts() {
+  out_ << "\nverdicts\n";
+  out_ << absl::StrFormat("  %-24s %-16s %-26s %-8s %s\n", "candidate", "submitted as",
+                          "decision", "merged", "expected");
+  int mismatches = 0;
+  for (const auto& r : rows_) {
+    const ScenarioCandidate& c = *r->candidate;
+    const v1::Evaluation& e = r->final;
+    const std::string miss = Mismatch(c, e);
+    if (!miss.empty()) ++mismatches;
+    out_ << absl::StrFormat(
+        "  %-24s %-16s %-26s %-8s %s\n", c.name,
+        absl::StrCat(c.submitter, "/", c.kind == v1::CI ? "ci" : "experiment"), DecisionText(e),
+        e.merge().state() == v1::MERGED ? "yes" : "no", miss.empty() ? "ok" : "NO: " + miss);
+    if (e.has_verdict()) {
+      const std::string m = Metrics(e.verdict());
+      if (!m.empty()) out_ << "      " << m << "\n";
+      for (const v1::Reason& reason : e.verdict().reasons()) {
+        if (reason.code() == v1::VERIFIED) continue;
+        out_ << "      - " << reason.message() << "\n";
+      }
+    }
+  }
+  return mismatches;
+}
+
+absl::Status Demo::WriteReport() {
+  absl::StatusOr<std::unique_ptr<results::Store>> store = results::OpenStore(db_url_);
+  if (!store.ok()) return store.status();
+  results::ReportRequest request;
+  request.repo = repo_.dir;
+  absl::StatusOr<nlohmann::json> report = results::BuildReport(**store, request, absl::Now());
+  if (!report.ok()) return report.status();
+  for (const char* format : {"html", "md", "json"}) {
+    const std::string path = absl::StrCat(o_.out_dir, "/report.", format);
+    std::ofstream file(path);
+    file << (std::string(format) == "html" ? results::RenderHtml(*report)
+             : std::string(format) == "md" ? results::RenderMarkdown(*report)
+                                           : report->dump(2) + "\n");
+    if (!file) return absl::InternalError("cannot write " + path);
+  }
+  out_ << absl::StrFormat("\nreport: %s/report.html (also report.md, report.json)\n",
+                          fs::absolute(o_.out_dir).lexically_normal().string());
+  return absl::OkStatus();
+}
+
+int Demo::Run() {
+  if (absl::Status s = Prepare(); !s.ok()) {
+    out_ << "densegate demo: " << s.message() << "\n";
+    return absl::IsInvalidArgument(s) || absl::IsNotFound(s) || absl::IsFailedPrecondition(s)
+               ? kExitUsage
+               : kExitInfrastructure;
+  }
+  if (o_.prepare_only) return 0;
+  for (absl::Status (Demo::*step)() : {&Demo::StartServices, &Demo::AwaitNodes, &Demo::SubmitAll}) {
+    if (absl::Status s = (this->*step)(); !s.ok()) {
+      out_ << "densegate demo: " << s.message() << "\n";
+      return kExitInfrastructure;
+    }
+  }
+  const bool all = WaitAndShow();
+  if (!all) {
+    out_ << "densegate demo: not every candidate was decided within "
+         << absl::FormatDuration(o_.timeout) << "; logs in " << o_.out_dir << "/logs\n";
+    return kExitInfrastructure;
+  }
+  const int mismatches = Verdicts();
+  for (auto& n : nodes_) n->Stop(absl::Seconds(10));
+  scheduler_->Stop(absl::Seconds(10));
+  if (absl::Status s = WriteReport(); !s.ok()) {
+    out_ << "densegate demo: report: " << s.message() << "\n";
+    return kExitInfrastructure;
+  }
+  out_ << absl::StrFormat("%s: %d of %d candidates got the decision they should, in %s\n",
+                          mismatches == 0 ? "PASS" : "FAIL", rows_.size() - mismatches,
+                          rows_.size(), Elapsed(start_));
+  return mismatches == 0 ? 0 : kExitMismatch;
+}
+
+}  // namespace
+
+int RunDemo(const DemoOptions& options, std::ostream& out) { return Demo(options, out).Run(); }
+
+}  // namespace densegate::demo

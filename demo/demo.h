@@ -1,0 +1,47 @@
+// `densegate demo`: the whole loop on one machine. Builds a scratch target
+// repository from this checkout's workload at the scenario's first version
+// (scratch_repo.h), starts a scheduler on the embedded SQLite store and two
+// node workers (separate processes on loopback, each pinned to its own
+// CPUs), submits every candidate of the scenario at once (scenario.h),
+// shows each one's stage, node and repetitions live, then prints the
+// verdict table, writes the regression report and says whether every
+// candidate got the decision it should.
+//
+// Thread-compatible: RunDemo is called once, from main's thread; it starts
+// one watcher thread per candidate.
+#ifndef DENSEGATE_DEMO_DEMO_H_
+#define DENSEGATE_DEMO_DEMO_H_
+
+#include <ostream>
+#include <string>
+
+#include "absl/time/time.h"
+
+namespace densegate::demo {
+
+struct DemoOptions {
+  // The `densegate` binary started as scheduler and nodes.
+  std::string densegate_binary;
+  // densegate checkout holding the workload and examples/.
+  std::string source_root;
+  // Store, tokens, logs and the report (created; the store is new each run).
+  std::string out_dir;
+  // Scratch repository and node workspaces, kept between runs so that the
+  // workload's Bazel caches make the second run fast.
+  std::string cache_dir;
+  // Fewer repetitions (examples/workload/quick.json): same decisions.
+  bool quick = false;
+  // Only create the scratch repository (checks that every patch applies).
+  bool prepare_only = false;
+  // Gives up (exit 4) when the candidates are not all decided by then.
+  absl::Duration timeout = absl::Minutes(60);
+};
+
+// Exit code: 0 when every candidate got its expected decision (and merge),
+// 1 when one did not, 2 for bad options or scenario, 4 for infrastructure
+// failures (a service that would not start, the timeout).
+int RunDemo(const DemoOptions& options, std::ostream& out);
+
+}  // namespace densegate::demo
+
+#endif  // DENSEGATE_DEMO_DEMO_H_

@@ -1,0 +1,104 @@
+// The demo's scenario against this checkout: it parses, every patch still
+// applies to the workload (each candidate branch changes what its patch
+// says), and the scratch repository's manifest is valid, quick mode
+// included.
+#include "demo/scenario.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "absl/strings/str_split.h"
+#include "demo/scratch_repo.h"
+#include "gtest/gtest.h"
+#include "harness/process/launcher.h"
+#include "harness/workspace/git.h"
+#include "proto/manifest.h"
+
+namespace densegate::demo {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The runfile links back into the checkout, which holds the workload.
+fs::path ScenarioInCheckout() {
+  return fs::canonical(fs::path(std::getenv("TEST_SRCDIR")) / "densegate/examples/scenario.json");
+}
+
+v1::Manifest LoadValid(const std::string& repo) {
+  std::vector<ManifestError> errors;
+  absl::StatusOr<v1::Manifest> m = LoadManifestFile(repo + "/densegate.json", &errors);
+  for (const ManifestError& e : errors) ADD_FAILURE() << e.ToString();
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? *m : v1::Manifest();
+}
+
+TEST(ScenarioTest, EveryPatchAppliesToThisCheckoutsWorkload) {
+  const fs::path scenario_path = ScenarioInCheckout();
+  const std::string source_root = scenario_path.parent_path().parent_path();
+  absl::StatusOr<Scenario> scenario = LoadScenario(scenario_path);
+  ASSERT_TRUE(scenario.ok()) << scenario.status();
+  ASSERT_EQ(scenario->candidates.size(), 7u);
+
+  std::unique_ptr<harness::ProcessLauncher> launcher = harness::NewSandboxLauncher();
+  harness::Git git(launcher.get());
+  for (bool quick : {false, true}) {
+    SCOPED_TRACE(quick ? "quick" : "full");
+    ScratchRepoOptions o;
+    o.source_root = source_root;
+    o.workload_dir = source_root + "/examples/workload";
+    o.dir = std::string(std::getenv("TEST_TMPDIR")) + "/repo";
+    o.quick = quick;
+    absl::StatusOr<ScratchRepo> repo = CreateScratchRepo(o, *scenario, git);
+    ASSERT_TRUE(repo.ok()) << repo.status();
+    v1::Manifest manifest = LoadValid(repo->dir);
+    EXPECT_EQ(manifest.gate().min_pairs(), quick ? 8 : 10);
+    EXPECT_TRUE(fs::exists(repo->dir + "/kernels/kda/kda_decode.cc"));
+    EXPECT_TRUE(fs::exists(repo->dir + "/runtime/serve_bench.cc"));
+
+    for (const ScenarioCandidate& c : scenario->candidates) {
+      SCOPED_TRACE(c.name);
+      ASSERT_EQ(repo->candidate_sha.count(c.name), 1u);
+      absl::StatusOr<std::vector<std::string>> changed =
+          git.ChangedPaths(repo->dir, repo->first_version_sha, repo->candidate_sha.at(c.name));
+      ASSERT_TRUE(changed.ok()) << changed.status();
+      // Exactly the files the patch names.
+      std::ifstream patch(c.patch);
+      std::set<std::string> named;
+      for (std::string line; std::getline(patch, line);) {
+        if (line.rfind("+++ b/", 0) == 0) named.insert(line.substr(6));
+      }
+      EXPECT_EQ(std::set<std::string>(changed->begin(), changed->end()), named);
+    }
+  }
+}
+
+TEST(ScenarioTest, BadScenariosNameTheField) {
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/bad";
+  fs::create_directories(dir);
+  std::ofstream(dir + "/p.diff") << "";
+  auto load = [&](const std::string& text) {
+    std::ofstream(dir + "/s.json") << text;
+    return LoadScenario(dir + "/s.json").status();
+  };
+  const std::string first = R"("first_version": {"patch": "p.diff", "message": "m"}, "target_branch": "main")";
+  EXPECT_NE(load("[]").message().find("not a JSON object"), std::string::npos);
+  EXPECT_NE(load("{" + first + R"(, "candidates": []})").message().find("candidates"),
+            std::string::npos);
+  EXPECT_NE(load(R"({"first_version": {"patch": "missing.diff", "message": "m"}})")
+                .message()
+                .find("first_version.patch"),
+            std::string::npos);
+  const std::string candidate =
+      R"({"name": "x", "patch": "p.diff", "message": "m", "submitter": "agent", "kind": "experiment", )";
+  absl::Status s = load("{" + first + R"(, "candidates": [)" + candidate +
+                        R"("merge": true, "expect": {"decision": "ACCEPT"}}]})");
+  EXPECT_NE(s.message().find("candidates[0].merge"), std::string::npos) << s;
+  s = load("{" + first + R"(, "candidates": [)" + candidate +
+           R"("expect": {"decision": "ACCEPT", "reason": "SLOW"}}]})");
+  EXPECT_NE(s.message().find("candidates[0].expect.reason"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace densegate::demo
