@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -125,6 +126,8 @@ class Demo {
   int http_port_ = 0;
   std::unique_ptr<v1::Densegate::Stub> stub_;
 
+  // Set when the demo gives up: watchers stop polling a stopped scheduler.
+  std::atomic<bool> giving_up_{false};
   std::mutex mu_;
   std::vector<std::unique_ptr<Row>> rows_;  // Guarded by mu_ once watchers run.
   std::map<std::string, std::string> node_names_;
@@ -378,7 +381,7 @@ void Demo::Follow(Row* row) {
   FollowEvents(row, row->id, "");
   // Then the merge queue: it may re-measure against a moved tip first.
   std::string followed_remeasure;
-  while (true) {
+  while (!giving_up_) {
     absl::StatusOr<v1::Evaluation> e = Get(row->id);
     if (e.ok()) {
       const v1::MergeState m = e->merge().state();
@@ -487,6 +490,7 @@ bool Demo::WaitAndShow() {
   }
   if (!all) {
     // Watchers block on streams of a scheduler that is about to stop.
+    giving_up_ = true;
     for (auto& n : nodes_) n->Stop(absl::Seconds(1));
     scheduler_->Stop(absl::Seconds(1));
   }
