@@ -130,6 +130,7 @@ class Demo {
   std::atomic<bool> giving_up_{false};
   std::mutex mu_;
   std::vector<std::unique_ptr<Row>> rows_;  // Guarded by mu_ once watchers run.
+  // Node id -> name, of every registration AwaitNodes saw (no node joins later).
   std::map<std::string, std::string> node_names_;
   int shown_lines_ = 0;
   std::map<const Row*, std::string> last_printed_;
@@ -476,14 +477,6 @@ bool Demo::WaitAndShow() {
       absl::StatusOr<v1::Evaluation> e = Get(id);
       std::lock_guard<std::mutex> lock(mu_);
       if (e.ok()) row->node_id = e->node_id();
-    }
-    // Node names for rows whose node joined the table late.
-    grpc::ClientContext ctx;
-    Attach(&ctx, tokens_.admin);
-    v1::ListNodesResponse nodes;
-    if (stub_->ListNodes(&ctx, v1::ListNodesRequest(), &nodes).ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (const v1::Node& n : nodes.nodes()) node_names_[n.id()] = n.name();
     }
     Show(all);
     if (!all) absl::SleepFor(absl::Seconds(1));

@@ -13,6 +13,24 @@ constexpr size_t kAlign = 64;
 
 size_t RoundUp(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
+// Byte sizes of one block's pieces; the cache and BlockBytes() share them.
+struct BlockLayout {
+  size_t code;   // Codes of one plane (block_size tokens).
+  size_t scale;  // INT8 parameters of one plane.
+  size_t plane;  // Both, each aligned.
+  size_t block;  // K and V planes of every layer.
+};
+
+BlockLayout LayoutOf(const KvCacheOptions& o) {
+  const size_t vectors = static_cast<size_t>(o.num_kv_heads) * o.block_size;
+  BlockLayout l;
+  l.code = kernels::KvCodeBytes(o.format, vectors, o.head_dim);
+  l.scale = kernels::KvScaleBytes(o.format, o.scale_dtype, vectors);
+  l.plane = RoundUp(l.code) + RoundUp(l.scale);
+  l.block = l.plane * 2 * o.num_layers;
+  return l;
+}
+
 }  // namespace
 
 void PagedKvCache::ArenaDeleter::operator()(uint8_t* p) const {
@@ -43,11 +61,11 @@ PagedKvCache::PagedKvCache(const KvCacheOptions& o, MemoryGauge* gauge)
       gauge_(gauge),
       allocator_(o.num_blocks, o.name),
       vectors_per_token_(o.num_kv_heads) {
-  const size_t vectors = vectors_per_token_ * o.block_size;
-  code_bytes_ = kernels::KvCodeBytes(o.format, vectors, o.head_dim);
-  scale_bytes_ = kernels::KvScaleBytes(o.format, o.scale_dtype, vectors);
-  plane_bytes_ = RoundUp(code_bytes_) + RoundUp(scale_bytes_);
-  block_bytes_ = BlockBytes(o);
+  const BlockLayout layout = LayoutOf(o);
+  code_bytes_ = layout.code;
+  scale_bytes_ = layout.scale;
+  plane_bytes_ = layout.plane;
+  block_bytes_ = layout.block;
   // Not zeroed: pages are touched only when blocks are used.
   arena_.reset(static_cast<uint8_t*>(operator new[](block_bytes_* o.num_blocks,
                                                     std::align_val_t(kAlign))));
@@ -55,13 +73,7 @@ PagedKvCache::PagedKvCache(const KvCacheOptions& o, MemoryGauge* gauge)
 
 PagedKvCache::~PagedKvCache() = default;
 
-size_t PagedKvCache::BlockBytes(const KvCacheOptions& o) {
-  const size_t vectors = static_cast<size_t>(o.num_kv_heads) * o.block_size;
-  const size_t plane =
-      RoundUp(kernels::KvCodeBytes(o.format, vectors, o.head_dim)) +
-      RoundUp(kernels::KvScaleBytes(o.format, o.scale_dtype, vectors));
-  return plane * 2 * o.num_layers;
-}
+size_t PagedKvCache::BlockBytes(const KvCacheOptions& o) { return LayoutOf(o).block; }
 
 double PagedKvCache::bytes_per_token() const {
   return static_cast<double>(block_bytes_) / options_.block_size;
