@@ -264,9 +264,14 @@ void DecodeNaive(const KdaDims& dims, const KdaInputs<float>& in,
 
 // ---------------------------------------------------------------------------
 
-bool EnvForcesPortable() {
+// The widest path DENSEGATE_KDA_SIMD allows kAuto to pick.
+SimdPath EnvSimdCap() {
   const char* v = std::getenv("DENSEGATE_KDA_SIMD");
-  return v != nullptr && std::strcmp(v, "portable") == 0;
+  if (v != nullptr && std::strcmp(v, "portable") == 0) {
+    return SimdPath::kPortable;
+  }
+  if (v != nullptr && std::strcmp(v, "avx2") == 0) return SimdPath::kAvx2;
+  return SimdPath::kAvx512;
 }
 
 }  // namespace
@@ -305,9 +310,20 @@ bool CpuHasAvx2Fma() {
 #endif
 }
 
+bool CpuHasAvx512() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  return internal::Avx512KernelCompiled() && CpuHasAvx2Fma() &&
+         __builtin_cpu_supports("avx512f");
+#else
+  return false;
+#endif
+}
+
 SimdPath ResolvedAutoSimdPath() {
-  return (!EnvForcesPortable() && CpuHasAvx2Fma()) ? SimdPath::kAvx2
-                                                   : SimdPath::kPortable;
+  const SimdPath cap = EnvSimdCap();
+  if (cap == SimdPath::kAvx512 && CpuHasAvx512()) return SimdPath::kAvx512;
+  if (cap != SimdPath::kPortable && CpuHasAvx2Fma()) return SimdPath::kAvx2;
+  return SimdPath::kPortable;
 }
 
 absl::string_view SimdPathName(SimdPath p) {
@@ -318,6 +334,8 @@ absl::string_view SimdPathName(SimdPath p) {
       return "portable";
     case SimdPath::kAvx2:
       return "avx2";
+    case SimdPath::kAvx512:
+      return "avx512";
   }
   return "unknown";
 }
@@ -356,17 +374,23 @@ absl::Status KdaDecode(const KdaDims& dims, const KdaInputs<float>& in,
         "KDA decode: SimdPath::kAvx2 requested but this CPU (or build) has "
         "no AVX2/FMA; use kAuto or kPortable");
   }
-  const bool avx2 = path == SimdPath::kAvx2;
+  if (path == SimdPath::kAvx512 && !CpuHasAvx512()) {
+    return absl::FailedPreconditionError(
+        "KDA decode: SimdPath::kAvx512 requested but this CPU (or build) has "
+        "no AVX-512F (with AVX2/FMA); use kAuto, kAvx2 or kPortable");
+  }
   if (options.variant == KdaDecodeVariant::kFused) {
-    const HeadFn fn =
-        avx2 ? &internal::FusedHeadAvx2 : FusedHeadFor(math.precision);
+    const HeadFn fn = path == SimdPath::kPortable
+                          ? FusedHeadFor(math.precision)
+                          : &internal::FusedHeadAvx2;
     for (int64_t bh = 0; bh < n; ++bh) {
       RunHead(dims, in, math, state, out, bh, bh + 1 < n ? bh + 1 : -1, fn);
     }
     return absl::OkStatus();
   }
-  const HeadFn fn =
-      avx2 ? &internal::TiledHeadAvx2 : PortableHeadFor(math.precision);
+  const HeadFn fn = path == SimdPath::kAvx512 ? &internal::TiledHeadAvx512
+                    : path == SimdPath::kAvx2 ? &internal::TiledHeadAvx2
+                                              : PortableHeadFor(math.precision);
   const int threads = options.num_threads == kAllThreads
                           ? ThreadPool::HardwareThreads()
                           : options.num_threads;

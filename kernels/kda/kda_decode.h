@@ -18,20 +18,22 @@
 //   kFused  per head, two passes: read S computing k^T(exp(g) S); write
 //           exp(g) S + k u^T while accumulating o.
 //   kTiled  per head and per block of V-columns kept in L1 (64 columns on
-//           the AVX2 path, 32 on the portable one): one read and one write
-//           of S from memory per step, the next block prefetched while the
-//           current one is rewritten; AVX2/FMA when the CPU has it (portable
-//           fallback), multi-threaded over (sequence, head).
+//           the AVX-512 and AVX2 paths, 32 on the portable one): one read
+//           and one write of S from memory per step, the next block
+//           prefetched while the current one is rewritten; AVX-512 or
+//           AVX2/FMA when the CPU has it (portable fallback),
+//           multi-threaded over (sequence, head).
 // Every (sequence, head) is computed by the same code whatever the batch or
 // thread count, so outputs are bit-identical across batch compositions and
 // thread counts for a given variant and SIMD path. In the TF32 modes all
-// variants and both SIMD paths give identical bits (each dot-product term is
-// an exact fp32 product); in kIeee the AVX2 path uses FMA in the dot
+// variants and all SIMD paths give identical bits (each dot-product term is
+// an exact fp32 product); in kIeee the vector paths use FMA in the dot
 // products and kNaive forms exp(g)*S before multiplying by k, so they differ
-// from the others in the last bits (all are fp32-accurate).
+// from the others in the last bits (all are fp32-accurate). The AVX-512 and
+// AVX2 paths give the same bits in every mode (same operations per lane).
 //
-// The AVX2 path can be forced off with the environment variable
-// DENSEGATE_KDA_SIMD=portable (read at each call) or SimdPath::kPortable.
+// The environment variable DENSEGATE_KDA_SIMD (read at each call) caps what
+// kAuto picks: "portable" or "avx2"; an explicit SimdPath ignores it.
 //
 // Thread-safety: the functions are thread-safe for disjoint outputs/states;
 // kTiled with num_threads > 1 uses a shared ThreadPool whose loops are
@@ -55,16 +57,20 @@ absl::string_view KdaDecodeVariantName(KdaDecodeVariant v);
 absl::StatusOr<KdaDecodeVariant> ParseKdaDecodeVariant(absl::string_view s);
 
 enum class SimdPath {
-  kAuto,      // AVX2/FMA if the CPU has it, unless DENSEGATE_KDA_SIMD=portable.
+  kAuto,      // The widest of the below the CPU has (see DENSEGATE_KDA_SIMD).
   kPortable,  // Plain C++ (whatever the compiler's baseline target gives).
   kAvx2,      // AVX2/FMA; FailedPrecondition where the CPU lacks it.
+  kAvx512,    // kTiled in AVX-512F (kFused runs its AVX2 build);
+              // FailedPrecondition where the CPU lacks AVX-512F or AVX2/FMA.
 };
 
-// The path kAuto resolves to now; "portable" or "avx2".
+// The path kAuto resolves to now; "portable", "avx2" or "avx512".
 SimdPath ResolvedAutoSimdPath();
 absl::string_view SimdPathName(SimdPath p);
 // Whether this CPU (and build) can run SimdPath::kAvx2.
 bool CpuHasAvx2Fma();
+// Whether this CPU (and build) can run SimdPath::kAvx512.
+bool CpuHasAvx512();
 
 // Sentinel for "all hardware threads".
 inline constexpr int kAllThreads = 0;
@@ -85,7 +91,7 @@ struct KdaDecodeOptions {
 // [batch][heads][V] receives o. Inputs must not alias state or out.
 // Returns InvalidArgument for bad dims (K or V outside [1, 256], batch or
 // heads < 1), missing pointers or a negative thread count, and
-// FailedPrecondition for SimdPath::kAvx2 on a CPU without AVX2/FMA.
+// FailedPrecondition for a SimdPath this CPU cannot run.
 absl::Status KdaDecode(const KdaDims& dims, const KdaInputs<float>& in,
                        float* state, float* out,
                        const KdaDecodeOptions& options);

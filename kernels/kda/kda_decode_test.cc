@@ -32,6 +32,7 @@ int64_t OutSize(const KdaDims& d) {
 std::vector<SimdPath> Paths() {
   std::vector<SimdPath> p = {SimdPath::kPortable};
   if (CpuHasAvx2Fma()) p.push_back(SimdPath::kAvx2);
+  if (CpuHasAvx512()) p.push_back(SimdPath::kAvx512);
   return p;
 }
 
@@ -83,7 +84,7 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
          std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// Shapes that are not multiples of any tile (8-lane vectors, 32- or
+// Shapes that are not multiples of any tile (8- or 16-lane vectors, 32- or
 // 64-column blocks), plus the Kimi-Linear shape and the limits.
 const KdaDims kShapes[] = {
     {2, 2, 128, 128}, {2, 2, 37, 53}, {1, 2, 64, 255}, {2, 1, 1, 9},
@@ -300,6 +301,53 @@ TEST(KdaDecodeTest, FusedPathsBitIdenticalInEveryMode) {
   }
 }
 
+// The AVX-512 tiled kernel performs the AVX2 one's operations lane for lane:
+// same bits in every mode, on widths that exercise every masked tail
+// (1..16 lanes of the last vector, 1..4 vectors in the last block).
+TEST(KdaDecodeTest, Avx512AndAvx2TiledBitIdenticalInEveryMode) {
+  if (!CpuHasAvx512()) GTEST_SKIP() << "no AVX-512F on this CPU";
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(::testing::Message() << "seed=" << seed);
+  for (const KdaDims& dims : {KdaDims{2, 3, 37, 131}, KdaDims{1, 2, 128, 128},
+                              KdaDims{1, 2, 9, 1}, KdaDims{1, 1, 20, 47},
+                              KdaDims{2, 1, 64, 256}, KdaDims{1, 1, 5, 112}}) {
+    for (Precision p : {Precision::kIeee, Precision::kTf32,
+                        Precision::kTf32Rna, Precision::kTf32x3}) {
+      KdaDecodeOptions o;
+      o.variant = KdaDecodeVariant::kTiled;
+      o.math.precision = p;
+      o.simd = SimdPath::kAvx2;
+      SCOPED_TRACE(Describe(dims, o));
+      const RunResult a = RunAgainstReference(dims, o, 3, seed);
+      o.simd = SimdPath::kAvx512;
+      const RunResult b = RunAgainstReference(dims, o, 3, seed);
+      EXPECT_TRUE(SameBits(a.out, b.out));
+      EXPECT_TRUE(SameBits(a.state, b.state));
+    }
+  }
+}
+
+TEST(KdaDecodeTest, EnvironmentCapsTheAutoPath) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(::testing::Message() << "seed=" << seed);
+  const KdaDims dims{1, 2, 40, 40};
+  const SimdPath widest = CpuHasAvx512()    ? SimdPath::kAvx512
+                          : CpuHasAvx2Fma() ? SimdPath::kAvx2
+                                            : SimdPath::kPortable;
+  EXPECT_EQ(ResolvedAutoSimdPath(), widest);
+  ASSERT_EQ(setenv("DENSEGATE_KDA_SIMD", "avx2", 1), 0);
+  EXPECT_EQ(ResolvedAutoSimdPath(),
+            CpuHasAvx2Fma() ? SimdPath::kAvx2 : SimdPath::kPortable);
+  KdaDecodeOptions o;
+  o.simd = SimdPath::kAvx512;  // An explicit path ignores the cap.
+  if (CpuHasAvx512()) {
+    const RunResult r = RunAgainstReference(dims, o, 1, seed);
+    EXPECT_LT(r.out_err.rel_rms, 2e-6);
+  }
+  ASSERT_EQ(unsetenv("DENSEGATE_KDA_SIMD"), 0);
+  EXPECT_EQ(ResolvedAutoSimdPath(), widest);
+}
+
 TEST(KdaDecodeTest, EnvironmentForcesPortablePath) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(::testing::Message() << "seed=" << seed);
@@ -314,8 +362,6 @@ TEST(KdaDecodeTest, EnvironmentForcesPortablePath) {
   ASSERT_EQ(unsetenv("DENSEGATE_KDA_SIMD"), 0);
   EXPECT_TRUE(SameBits(portable.out, forced.out));
   EXPECT_TRUE(SameBits(portable.state, forced.state));
-  EXPECT_EQ(ResolvedAutoSimdPath(),
-            CpuHasAvx2Fma() ? SimdPath::kAvx2 : SimdPath::kPortable);
 }
 
 // Each (sequence, head) is computed identically whatever else is in the
@@ -460,6 +506,13 @@ TEST(KdaDecodeTest, BadShapesAreClearErrors) {
     avx.simd = SimdPath::kAvx2;
     s = KdaDecode(good, in.F(), state.data(), out.data(), avx);
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  }
+  if (!CpuHasAvx512()) {
+    KdaDecodeOptions avx512;
+    avx512.simd = SimdPath::kAvx512;
+    s = KdaDecode(good, in.F(), state.data(), out.data(), avx512);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_NE(s.message().find("AVX-512"), absl::string_view::npos) << s;
   }
 }
 

@@ -266,6 +266,11 @@ void TiledHeadAvx2(const HeadArgs& a);
 void FusedHeadAvx2(const HeadArgs& a);
 // Whether this build contains the AVX2 kernel (x86-64 GCC/Clang).
 bool Avx2KernelCompiled();
+// The tiled kernel with AVX-512F (bit-identical to TiledHeadAvx2). Requires a
+// CPU with avx512f.
+void TiledHeadAvx512(const HeadArgs& a);
+// Whether this build contains the AVX-512 kernel (x86-64 GCC/Clang).
+bool Avx512KernelCompiled();
 
 }  // namespace densegate::kernels::kda::internal
 
