@@ -147,6 +147,10 @@ std::vector<Flag> MakeFlags(BenchFlags* f) {
        Parsed("log_level", &f->log_level, ParseLogLevel)},
       {"compare", "none | modes | batch | kv_formats | all: run the pairs",
        Parsed("compare", &f->compare, ParseCompare)},
+      {"rounds",
+       "--compare modes/batch: run each pair this many times, alternating "
+       "the order; the ratio reported is the median (default 1)",
+       IntIn("rounds", &f->rounds, 1, 100)},
   };
 }
 

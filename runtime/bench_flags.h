@@ -29,6 +29,10 @@ struct BenchFlags {
   std::string trace;       // Empty: no trace.
   LogLevel log_level = LogLevel::kWarning;
   CompareMode compare = CompareMode::kNone;
+  // --compare modes and batch: how many times each pair runs, alternating
+  // which side goes first, so a machine that drifts during the comparison
+  // moves both sides alike; the reported ratio is the median over rounds.
+  int rounds = 1;
 };
 
 // Parses argv[1..] ("--name=value" or "--name value"). InvalidArgument

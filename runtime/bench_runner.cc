@@ -2,11 +2,13 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
@@ -171,6 +173,49 @@ absl::StatusOr<BenchRun> RunServeBench(
   return run;
 }
 
+namespace {
+
+// A pair of runs of the same dataset, `rounds` times with the order
+// alternating (a b, b a, a b, ...).
+struct PairRounds {
+  std::vector<BenchRun> a, b;
+  std::vector<double> ratios;  // metric(a) / metric(b), per round.
+  size_t median_round = 0;     // The round whose ratio is the median.
+};
+
+absl::StatusOr<PairRounds> RunPair(
+    const HybridModel& model, const EngineOptions& a, const EngineOptions& b,
+    const std::vector<BenchRequest>& dataset, int rounds,
+    double (*metric)(const BenchRun&)) {
+  PairRounds p;
+  for (int r = 0; r < rounds; ++r) {
+    const bool a_first = r % 2 == 0;
+    DG_ASSIGN_OR_RETURN(BenchRun first,
+                        RunServeBench(model, a_first ? a : b, dataset));
+    DG_ASSIGN_OR_RETURN(BenchRun second,
+                        RunServeBench(model, a_first ? b : a, dataset));
+    p.a.push_back(std::move(a_first ? first : second));
+    p.b.push_back(std::move(a_first ? second : first));
+    p.ratios.push_back(Ratio(metric(p.a.back()), metric(p.b.back())));
+  }
+  std::vector<size_t> order(p.ratios.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t x, size_t y) { return p.ratios[x] < p.ratios[y]; });
+  p.median_round = order[(order.size() - 1) / 2];
+  return p;
+}
+
+double OutputThroughput(const BenchRun& r) {
+  return r.metrics.output_throughput;
+}
+
+double DecodeStepThroughput(const BenchRun& r) {
+  return r.json["stages"]["decode_step_tokens_per_s"].get<double>();
+}
+
+}  // namespace
+
 absl::StatusOr<nlohmann::json> RunComparison(
     const HybridModel& model, const BenchFlags& flags,
     const std::vector<BenchRequest>& dataset) {
@@ -183,31 +228,36 @@ absl::StatusOr<nlohmann::json> RunComparison(
     EngineOptions colocated = flags.engine;
     colocated.mode = EngineMode::kColocated;
     colocated.colocated_workers = epd.prefill_workers + epd.decode_workers;
-    DG_ASSIGN_OR_RETURN(BenchRun a, RunServeBench(model, epd, dataset));
-    DG_ASSIGN_OR_RETURN(BenchRun b, RunServeBench(model, colocated, dataset));
+    DG_ASSIGN_OR_RETURN(PairRounds p,
+                        RunPair(model, epd, colocated, dataset, flags.rounds,
+                                &OutputThroughput));
+    const BenchRun& a = p.a[p.median_round];
     out["modes"] = {
         {"epd", a.json},
-        {"colocated", b.json},
-        {"epd_over_colocated_output_throughput",
-         Ratio(a.metrics.output_throughput, b.metrics.output_throughput)},
+        {"colocated", p.b[p.median_round].json},
+        {"epd_over_colocated_output_throughput", p.ratios[p.median_round]},
+        {"epd_over_colocated_output_throughput_rounds", p.ratios},
         {"epd_transfer_over_decode_time",
          a.json["stages"]["transfer_over_decode_time"]}};
   }
   if (all || c == CompareMode::kBatch) {
     EngineOptions one = flags.engine;
     one.max_batch_size = 1;
-    DG_ASSIGN_OR_RETURN(BenchRun a, RunServeBench(model, one, dataset));
-    DG_ASSIGN_OR_RETURN(BenchRun b,
-                        RunServeBench(model, flags.engine, dataset));
+    DG_ASSIGN_OR_RETURN(PairRounds p,
+                        RunPair(model, flags.engine, one, dataset,
+                                flags.rounds, &OutputThroughput));
+    const BenchRun& a = p.b[p.median_round];
+    const BenchRun& b = p.a[p.median_round];
     const std::string n = absl::StrCat(flags.engine.max_batch_size);
     out["batch"] = {
         {"batch_1", a.json},
         {absl::StrCat("batch_", n), b.json},
         {absl::StrCat("output_throughput_batch_", n, "_over_1"),
-         Ratio(b.metrics.output_throughput, a.metrics.output_throughput)},
+         p.ratios[p.median_round]},
+        {absl::StrCat("output_throughput_batch_", n, "_over_1_rounds"),
+         p.ratios},
         {absl::StrCat("decode_step_throughput_batch_", n, "_over_1"),
-         Ratio(b.json["stages"]["decode_step_tokens_per_s"].get<double>(),
-               a.json["stages"]["decode_step_tokens_per_s"].get<double>())}};
+         Ratio(DecodeStepThroughput(b), DecodeStepThroughput(a))}};
   }
   if (all || c == CompareMode::kKvFormats) {
     using kernels::KvFormat;

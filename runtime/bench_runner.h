@@ -38,6 +38,9 @@ absl::StatusOr<BenchRun> RunServeBench(
 //               decode_workers (encode and transfer threads are not
 //               counted: their busy time is in the stage counters);
 //   batch       max_batch_size 1 vs flags' max_batch_size;
+//   (modes and batch run flags.rounds times, alternating the order; the
+//   ratio and the runs reported are the median round's, with every
+//   round's ratio beside them in "..._rounds")
 //   kv_formats  every KV format: peak attention-KV memory and bytes per
 //               token against fp32 and bf16.
 absl::StatusOr<nlohmann::json> RunComparison(

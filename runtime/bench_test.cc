@@ -100,7 +100,7 @@ TEST(BenchFlagsTest, ParsesAndRejectsByName) {
   absl::StatusOr<BenchFlags> f = ParseBenchFlags(
       {"--mode=colocated", "--kv_format", "fp8_e4m3", "--max_batch_size=4",
        "--kda_variant=fused", "--kda_precision=tf32", "--request_rate=inf",
-       "--trace=/tmp/t.json", "--compare=batch"});
+       "--trace=/tmp/t.json", "--compare=batch", "--rounds=5"});
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->engine.mode, EngineMode::kColocated);
   EXPECT_EQ(f->engine.kv_format, kernels::KvFormat::kFp8E4M3);
@@ -110,12 +110,14 @@ TEST(BenchFlagsTest, ParsesAndRejectsByName) {
   EXPECT_TRUE(std::isinf(f->dataset.request_rate));
   EXPECT_EQ(f->trace, "/tmp/t.json");
   EXPECT_EQ(f->compare, CompareMode::kBatch);
+  EXPECT_EQ(f->rounds, 5);
 
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
       {{"--kv_format=fp4"}, "fp4"},
       {{"--max_batch_size=0"}, "--max_batch_size"},
       {{"--max_batch_size=x"}, "--max_batch_size"},
       {{"--range_ratio=1.5"}, "--range_ratio"},
+      {{"--rounds=0"}, "--rounds"},
       {{"--bogus=1"}, "--bogus"},
       {{"--mode"}, "--mode"},
       {{"positional"}, "positional"},

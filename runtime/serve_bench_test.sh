@@ -16,6 +16,21 @@ grep -q '"peak_attention_kv_bytes"' "$out/report.json" || fail "no memory in rep
 grep -q '"decode_step"' "$out/trace.json" || fail "no decode_step span in trace"
 grep -q 'event=engine_started' "$out/log" || fail "no structured log line"
 
+# A pair compared over 3 rounds: every round's ratio is reported, and the
+# headline ratio is their median.
+"$bench" --config="$tiny" --num_prompts=3 --input_len=12 --output_len=3 \
+  --compare=modes --rounds=3 >"$out/modes.json" 2>"$out/log" \
+  || fail "compare run exited $?: $(cat "$out/log")"
+python3 - "$out/modes.json" <<'PY' || fail "modes rounds: $(cat "$out/modes.json" | head -c 400)"
+import json, statistics, sys
+m = json.load(open(sys.argv[1]))["modes"]
+rounds = m["epd_over_colocated_output_throughput_rounds"]
+assert len(rounds) == 3 and all(r > 0 for r in rounds), rounds
+assert m["epd_over_colocated_output_throughput"] == statistics.median(rounds), m
+assert m["epd"]["config"]["engine"]["mode"] == "epd", m["epd"]["config"]
+assert m["colocated"]["config"]["engine"]["mode"] == "colocated", m["colocated"]["config"]
+PY
+
 expect_usage_error() {
   local mention="$1"; shift
   "$bench" "$@" >/dev/null 2>"$out/err"
@@ -26,6 +41,7 @@ expect_usage_error() {
 expect_usage_error "--nonsense" --nonsense=1
 expect_usage_error "fp4" --config="$tiny" --kv_format=fp4
 expect_usage_error "--max_batch_size" --config="$tiny" --max_batch_size=-3
+expect_usage_error "--rounds" --config="$tiny" --compare=modes --rounds=0
 expect_usage_error "missing.json" --config=runtime/configs/missing.json
 expect_usage_error "token_budget" --config="$tiny" --mode=colocated --token_budget=10
 "$bench" --help | grep -q -- "--kda_precision" || fail "--help lacks flags"
