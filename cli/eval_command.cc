@@ -12,6 +12,7 @@
 #include "cli/terminal_progress.h"
 #include "harness/evaluator.h"
 #include "harness/feedback.h"
+#include "harness/process/machine_probe.h"
 
 namespace densegate::cli {
 namespace {
@@ -93,6 +94,8 @@ int Eval(const EvalArgs& args) {
   options.workspace_root = args.workspace;
   options.min_free_bytes = args.min_free_mb << 20;
   options.software_version = absl::StrCat(kVersion, "+", kGitCommit);
+  std::unique_ptr<harness::MachineProbe> probe = harness::NewCacheSweepProbe({});
+  options.machine_probe = probe.get();
   std::unique_ptr<harness::ProcessLauncher> launcher = harness::NewSandboxLauncher();
   harness::Evaluator evaluator(options, launcher.get());
   TerminalProgress progress;

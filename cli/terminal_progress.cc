@@ -22,7 +22,7 @@ void TerminalProgress::OnStage(const v1::Stage& s) {
 
 void TerminalProgress::OnProgress(const v1::Progress& p) {
   std::string text =
-      p.repetitions_planned() > 0
+      p.repetitions_planned() > 0 && p.message().empty()
           ? absl::StrFormat("  %s repetition %d/%d, %s pair ratio %.3fx",
                             absl::AsciiStrToLower(v1::StageKind_Name(p.stage())), p.repetition(),
                             p.repetitions_planned(), p.metric(), p.current_estimate())

@@ -369,6 +369,7 @@ void Demo::FollowEvents(Row* row, const std::string& id, const std::string& pref
       }
       if (p.current_estimate() > 0) absl::StrAppendFormat(&text, " %.2fx", p.current_estimate());
       if (!p.metric().empty()) absl::StrAppend(&text, " ", p.metric());
+      if (!p.message().empty()) absl::StrAppend(&text, ": ", p.message());
       row->activity = text;
     } else if (ev.event_case() == v1::EvaluationEvent::kState && prefix.empty()) {
       row->state = ev.state();

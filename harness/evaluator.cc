@@ -492,6 +492,11 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   int pairs = 0;
   int target = results::PlanLooks(gate_input_.params).pairs.front();
   int64_t next_sample_id = 1;
+  // Pairs measured again because the machine probe moved during them, and
+  // pairs kept although it did (once the re-measure budget was spent).
+  int remeasured = 0, kept_unsteady = 0;
+  MachineProbe* probe = options_.machine_probe;
+  if (probe != nullptr) probe->Seconds();  // Warms its array; not used.
   while (true) {
     for (; pairs < target; ++pairs) {
       if (listener_ != nullptr && listener_->Cancelled()) {
@@ -499,6 +504,13 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
         micro.End(v1::STAGE_CANCELLED, "cancelled");
         return false;
       }
+      // What this pair adds, so that it can be taken back (see
+      // EvaluatorOptions::machine_probe).
+      const std::vector<MetricSamples> metrics_before = metrics_;
+      const size_t samples_before = samples_.size();
+      const auto counters_before = counter_samples_;
+      const int64_t next_id_before = next_sample_id;
+      std::vector<double> probe_seconds;
       // ABBA: even pairs run the baseline first, odd pairs the candidate.
       for (int turn = 0; turn < 2; ++turn) {
         // One arm's measured processes run with the machine to themselves.
@@ -507,6 +519,8 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
         std::string arm = candidate ? "candidate" : "baseline";
         size_t metric_index = 0;
         for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
+          // Before each measured process and after the arm's last one.
+          if (probe != nullptr) probe_seconds.push_back(probe->Seconds());
           std::string command = b.command();
           if (b.kind() == v1::GOOGLE_BENCHMARK) command += " --benchmark_format=json";
           std::string name = absl::StrFormat("bench-%s-%s-%d", b.name(), arm, pairs);
@@ -602,6 +616,7 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
           }
         }
         for (const v1::KernelCheck* c : timed_checks) {
+          if (probe != nullptr) probe_seconds.push_back(probe->Seconds());
           std::string name = absl::StrFormat("timed-%s-%s-%d", c->name(), arm, pairs);
           KernelCheckSetup setup = CheckSetup(candidate, name);
           setup.reference = KernelCheckSetup::Reference::kBaselineCompute;
@@ -636,6 +651,33 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
           sample.set_process_wall_seconds(total);
           samples_.push_back(sample);
         }
+        if (probe != nullptr) probe_seconds.push_back(probe->Seconds());
+      }
+      if (!probe_seconds.empty()) {
+        const auto [fastest, slowest] =
+            std::minmax_element(probe_seconds.begin(), probe_seconds.end());
+        if (*slowest > *fastest * options_.max_probe_spread) {
+          if (remeasured < gate_input_.params.max_pairs) {
+            ++remeasured;
+            if (listener_) {
+              v1::Progress p;
+              p.set_stage(v1::MICROBENCHMARK);
+              p.set_repetition(pairs);
+              p.set_repetitions_planned(target);
+              p.set_message(absl::StrFormat(
+                  "pair %d measured again: the machine probe took %.2f-%.2f ms within it",
+                  pairs + 1, 1e3 * *fastest, 1e3 * *slowest));
+              listener_->OnProgress(p);
+            }
+            metrics_ = metrics_before;
+            samples_.resize(samples_before);
+            counter_samples_ = counters_before;
+            next_sample_id = next_id_before;
+            --pairs;  // The loop's ++pairs measures this pair again.
+            continue;
+          }
+          ++kept_unsteady;
+        }
       }
       if (listener_) {
         v1::Progress p;
@@ -664,6 +706,17 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   for (const v1::Reason& r : gate_.reasons) regressed |= r.code() == v1::REGRESSION;
   std::string summary = absl::StrFormat("%d pairs, ABBA, fresh process each: %s",
                                         gate_.pairs_used, v1::Decision_Name(gate_.decision));
+  if (remeasured > 0) {
+    absl::StrAppendFormat(&summary,
+                          "; %d pair(s) measured again: the machine probe's time moved more "
+                          "than %.2fx within the pair",
+                          remeasured, options_.max_probe_spread);
+  }
+  if (kept_unsteady > 0) {
+    absl::StrAppendFormat(&summary,
+                          "; %d pair(s) kept although it moved (re-measure budget of %d spent)",
+                          kept_unsteady, gate_input_.params.max_pairs);
+  }
   SummarizeCounters();
   std::string traces;
   {

@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "harness/process/host_lock.h"
 #include "harness/process/launcher.h"
+#include "harness/process/machine_probe.h"
 #include "proto/densegate.pb.h"
 
 namespace densegate::harness {
@@ -85,6 +86,17 @@ struct EvaluatorOptions {
   // measured processes of a benchmark pair run under it exclusively, every
   // other stage shared.
   HostLock* host_lock = nullptr;
+  // Timed before each measured process of an arm and after its last one
+  // (see MachineProbe). A pair whose probe times differ by more than
+  // `max_probe_spread`
+  // (slowest / fastest) ran across a change of the machine's speed: its
+  // samples are dropped and the pair is measured again, at most
+  // max_pairs times per evaluation (after that pairs are kept as measured;
+  // the stage summary says how many of each). Null: no probe.
+  MachineProbe* machine_probe = nullptr;
+  // Between the probe's two states on the VM measured in machine_probe.h
+  // (1.05x and 1.85x its best time).
+  double max_probe_spread = 1.3;
 };
 
 struct EvalOutcome {

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -70,10 +71,11 @@ class EvalTest : public ::testing::Test {
   }
 
   EvalOutcome Eval(v1::Policy policy, std::vector<v1::Claim> claims = {},
-                   bool override_protected = false) {
+                   bool override_protected = false, MachineProbe* probe = nullptr) {
     EvaluatorOptions options;
     options.workspace_root = Tmp() + "/ws-" + name_;
     options.software_version = "test";
+    options.machine_probe = probe;
     Evaluator evaluator(options, launcher_.get());
     EvalRequest request;
     request.repo = repo_;
@@ -163,6 +165,66 @@ TEST_F(EvalTest, CommentOnlyIsNoGainButPassesNoRegression) {
   EXPECT_NE(gain.verdict.decision(), v1::ACCEPT) << Reasons(gain.verdict);
   EvalOutcome neutral = Eval(v1::NO_REGRESSION);
   EXPECT_EQ(neutral.verdict.decision(), v1::ACCEPT) << Reasons(neutral.verdict);
+}
+
+// Returns scripted probe times: `slow_calls` (0-based call numbers) take
+// 2.0, every other call 1.0.
+class ScriptedProbe : public MachineProbe {
+ public:
+  explicit ScriptedProbe(std::set<int> slow_calls) : slow_(std::move(slow_calls)) {}
+  double Seconds() override { return slow_.count(calls_++) > 0 ? 2.0 : 1.0; }
+  int calls() const { return calls_; }
+
+ private:
+  std::set<int> slow_;
+  int calls_ = 0;
+};
+
+const v1::Stage* BenchmarkStage(const v1::Verdict& v) {
+  for (const v1::Stage& s : v.stages()) {
+    if (s.kind() == v1::MICROBENCHMARK) return &s;
+  }
+  return nullptr;
+}
+
+// Call 0 warms the probe; then each pair calls it 4 times (the fixture's arm
+// is one process: before it and after it). Pair 1's second arm starting slow (call 1 + 4 + 2 = 7) means the
+// machine changed speed within the pair: its samples are dropped and it is
+// measured again, so the verdict still rests on the planned pairs, and the
+// stage says so.
+TEST_F(EvalTest, PairsWhoseMachineProbeMovedAreMeasuredAgain) {
+  Sh("sed -i '1i // A comment that changes nothing.' " + repo_ + "/checksum.h");
+  Commit("comment");
+  ScriptedProbe probe({7});
+  EvalOutcome o = Eval(v1::NO_REGRESSION, {}, false, &probe);
+  const v1::Verdict& v = o.verdict;
+  EXPECT_EQ(v.decision(), v1::ACCEPT) << Reasons(v);
+  ASSERT_EQ(v.metrics_size(), 1);
+  const int pairs = v.metrics(0).n_pairs();
+  ASSERT_GT(pairs, 0);
+  // One extra pair's worth of probe calls, and no extra samples.
+  EXPECT_EQ(probe.calls(), 1 + 4 * (pairs + 1));
+  EXPECT_EQ(static_cast<int>(o.samples.size()), 2 * pairs);
+  for (const v1::Sample& sample : o.samples) EXPECT_LT(sample.pair_index(), pairs);
+  const v1::Stage* stage = BenchmarkStage(v);
+  ASSERT_NE(stage, nullptr);
+  EXPECT_THAT(stage->summary(), HasSubstr("1 pair(s) measured again"));
+}
+
+// A machine that never settles: after max_pairs re-measures, pairs are kept
+// as measured (the evaluation ends), and the stage counts both.
+TEST_F(EvalTest, ReMeasuresStopAtTheBudget) {
+  Sh("sed -i '1i // A comment that changes nothing.' " + repo_ + "/checksum.h");
+  Commit("comment");
+  std::set<int> slow;
+  for (int call = 1; call < 4000; call += 4) slow.insert(call);  // Every pair.
+  ScriptedProbe probe(slow);
+  EvalOutcome o = Eval(v1::NO_REGRESSION, {}, false, &probe);
+  const v1::Stage* stage = BenchmarkStage(o.verdict);
+  ASSERT_NE(stage, nullptr);
+  EXPECT_THAT(stage->summary(), HasSubstr("30 pair(s) measured again"));
+  EXPECT_THAT(stage->summary(), HasSubstr("kept although it moved (re-measure budget of 30"));
+  EXPECT_NE(o.verdict.decision(), v1::DECISION_UNSPECIFIED);
 }
 
 TEST_F(EvalTest, BrokenBuildIsRejected) {

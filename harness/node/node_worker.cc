@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "harness/evaluator.h"
+#include "harness/process/machine_probe.h"
 
 namespace densegate::harness {
 namespace {
@@ -264,6 +265,8 @@ absl::Status NodeWorker::RunLease(const v1::Lease& lease) {
     eo.software_version = options_.software_version;
     eo.cpus = options_.cpus;
     eo.host_lock = options_.host_lock;
+    std::unique_ptr<MachineProbe> probe = NewCacheSweepProbe(options_.cpus);
+    eo.machine_probe = probe.get();
     Evaluator evaluator(eo, launcher_);
     absl::StatusOr<EvalOutcome> outcome = evaluator.Evaluate(request, &listener);
     {

@@ -286,8 +286,15 @@ absl::StatusOr<GateResult> Evaluate(const GateInput& input) {
     if (!d.stop && last) {
       d.stop = true;
       d.decision = v1::INCONCLUSIVE;
+      // Once one primary metric's gain is verified, the others need not gain:
+      // what holds the accept back is a slowdown not ruled out.
+      const bool gain_verified =
+          input.policy == v1::GAIN &&
+          std::any_of(looks.begin(), looks.end(), [&](const MetricLook& m) {
+            return m.samples->primary && m.bounds.low > gain_threshold;
+          });
       for (const MetricLook& m : looks) {
-        bool gain_open = input.policy == v1::GAIN && m.samples->primary &&
+        bool gain_open = input.policy == v1::GAIN && m.samples->primary && !gain_verified &&
                          !(m.bounds.low > gain_threshold);
         if (gain_open) {
           d.reasons.push_back(MakeReason(

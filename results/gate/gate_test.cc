@@ -174,6 +174,20 @@ TEST(GateTest, NoisyStraddleEndsInconclusiveAtTheBudget) {
   EXPECT_TRUE(HasReason(*r, v1::UNDECIDED, "30-pair budget")) << Reasons(*r);
 }
 
+// A verified gain on one primary metric with another primary metric whose
+// slowdown is not ruled out: the reason names the slowdown, not a gain the
+// second metric does not need to show.
+TEST(GateTest, VerifiedGainHeldBackByAnUnclearedMetricSaysWhy) {
+  auto r = Evaluate(Input(v1::GAIN, {Times("kernel", 2.0, 30, 0.01, 21),
+                                     Times("serve", 1.0, 30, 0.06, 22)}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->decision, v1::INCONCLUSIVE) << Reasons(*r);
+  EXPECT_TRUE(HasReason(*r, v1::UNDECIDED, "serve")) << Reasons(*r);
+  EXPECT_TRUE(HasReason(*r, v1::UNDECIDED, "slowdown beyond the 2.0% budget is not ruled out"))
+      << Reasons(*r);
+  EXPECT_FALSE(HasReason(*r, v1::UNDECIDED, "gain threshold")) << Reasons(*r);
+}
+
 TEST(GateTest, SamePairsGiveIdenticalVerdict) {
   GateInput in = Input(v1::GAIN, {Times("a", 1.2, 14, 0.03, 10),
                                   Times("b", 1.0, 14, 0.03, 11, false)});
