@@ -278,6 +278,25 @@ TEST(KdaDecodeTest, Avx2AndPortableAgreeInIeee) {
   EXPECT_LT(b.out_err.rel_rms, 2e-6);
 }
 
+// Runs `variant` on paths `a` and `b` in every precision mode from the same
+// inputs and expects the same bits in outputs and final states.
+void ExpectSameBitsOnBothPaths(const KdaDims& dims, KdaDecodeVariant variant,
+                               SimdPath a, SimdPath b, uint64_t seed) {
+  for (Precision p : {Precision::kIeee, Precision::kTf32, Precision::kTf32Rna,
+                      Precision::kTf32x3}) {
+    KdaDecodeOptions o;
+    o.variant = variant;
+    o.math.precision = p;
+    o.simd = a;
+    SCOPED_TRACE(Describe(dims, o));
+    const RunResult ra = RunAgainstReference(dims, o, 3, seed);
+    o.simd = b;
+    const RunResult rb = RunAgainstReference(dims, o, 3, seed);
+    EXPECT_TRUE(SameBits(ra.out, rb.out)) << SimdPathName(b);
+    EXPECT_TRUE(SameBits(ra.state, rb.state)) << SimdPathName(b);
+  }
+}
+
 // The fused kernel is one source compiled for both paths, without FMA
 // contraction: the AVX2 build must give the portable build's bits in every
 // precision mode, ieee included.
@@ -285,20 +304,8 @@ TEST(KdaDecodeTest, FusedPathsBitIdenticalInEveryMode) {
   if (!CpuHasAvx2Fma()) GTEST_SKIP() << "no AVX2/FMA on this CPU";
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(::testing::Message() << "seed=" << seed);
-  const KdaDims dims{2, 3, 37, 131};
-  for (Precision p : {Precision::kIeee, Precision::kTf32, Precision::kTf32Rna,
-                      Precision::kTf32x3}) {
-    KdaDecodeOptions o;
-    o.variant = KdaDecodeVariant::kFused;
-    o.math.precision = p;
-    o.simd = SimdPath::kPortable;
-    SCOPED_TRACE(Describe(dims, o));
-    const RunResult a = RunAgainstReference(dims, o, 3, seed);
-    o.simd = SimdPath::kAvx2;
-    const RunResult b = RunAgainstReference(dims, o, 3, seed);
-    EXPECT_TRUE(SameBits(a.out, b.out));
-    EXPECT_TRUE(SameBits(a.state, b.state));
-  }
+  ExpectSameBitsOnBothPaths({2, 3, 37, 131}, KdaDecodeVariant::kFused,
+                            SimdPath::kPortable, SimdPath::kAvx2, seed);
 }
 
 // The AVX-512 tiled kernel performs the AVX2 one's operations lane for lane:
@@ -311,19 +318,8 @@ TEST(KdaDecodeTest, Avx512AndAvx2TiledBitIdenticalInEveryMode) {
   for (const KdaDims& dims : {KdaDims{2, 3, 37, 131}, KdaDims{1, 2, 128, 128},
                               KdaDims{1, 2, 9, 1}, KdaDims{1, 1, 20, 47},
                               KdaDims{2, 1, 64, 256}, KdaDims{1, 1, 5, 112}}) {
-    for (Precision p : {Precision::kIeee, Precision::kTf32,
-                        Precision::kTf32Rna, Precision::kTf32x3}) {
-      KdaDecodeOptions o;
-      o.variant = KdaDecodeVariant::kTiled;
-      o.math.precision = p;
-      o.simd = SimdPath::kAvx2;
-      SCOPED_TRACE(Describe(dims, o));
-      const RunResult a = RunAgainstReference(dims, o, 3, seed);
-      o.simd = SimdPath::kAvx512;
-      const RunResult b = RunAgainstReference(dims, o, 3, seed);
-      EXPECT_TRUE(SameBits(a.out, b.out));
-      EXPECT_TRUE(SameBits(a.state, b.state));
-    }
+    ExpectSameBitsOnBothPaths(dims, KdaDecodeVariant::kTiled, SimdPath::kAvx2,
+                              SimdPath::kAvx512, seed);
   }
 }
 
