@@ -246,18 +246,18 @@ absl::StatusOr<nlohmann::json> RunComparison(
     DG_ASSIGN_OR_RETURN(PairRounds p,
                         RunPair(model, flags.engine, one, dataset,
                                 flags.rounds, &OutputThroughput));
-    const BenchRun& a = p.b[p.median_round];
-    const BenchRun& b = p.a[p.median_round];
+    const BenchRun& batch_n = p.a[p.median_round];
+    const BenchRun& batch_1 = p.b[p.median_round];
     const std::string n = absl::StrCat(flags.engine.max_batch_size);
     out["batch"] = {
-        {"batch_1", a.json},
-        {absl::StrCat("batch_", n), b.json},
+        {"batch_1", batch_1.json},
+        {absl::StrCat("batch_", n), batch_n.json},
         {absl::StrCat("output_throughput_batch_", n, "_over_1"),
          p.ratios[p.median_round]},
         {absl::StrCat("output_throughput_batch_", n, "_over_1_rounds"),
          p.ratios},
         {absl::StrCat("decode_step_throughput_batch_", n, "_over_1"),
-         Ratio(DecodeStepThroughput(b), DecodeStepThroughput(a))}};
+         Ratio(DecodeStepThroughput(batch_n), DecodeStepThroughput(batch_1))}};
   }
   if (all || c == CompareMode::kKvFormats) {
     using kernels::KvFormat;

@@ -245,13 +245,15 @@ absl::StatusOr<GateResult> Evaluate(const GateInput& input) {
     // A metric is cleared when its slowdown is bounded within the budget.
     auto cleared = [&](const MetricLook& m) { return m.bounds.low > regression_floor; };
     bool all_cleared = std::all_of(looks.begin(), looks.end(), cleared);
+    // Primary metrics whose gain is verified at this look (policy GAIN).
+    std::vector<const MetricLook*> gains;
+    for (const MetricLook& m : looks) {
+      if (m.samples->primary && m.bounds.low > gain_threshold) gains.push_back(&m);
+    }
     if (!d.stop && input.policy == v1::GAIN) {
-      std::vector<const MetricLook*> gains;
       bool all_below = true;
       for (const MetricLook& m : looks) {
-        if (!m.samples->primary) continue;
-        if (m.bounds.low > gain_threshold) gains.push_back(&m);
-        if (!(m.bounds.high < gain_threshold)) all_below = false;
+        if (m.samples->primary && !(m.bounds.high < gain_threshold)) all_below = false;
       }
       if (!gains.empty() && all_cleared && (claims_decided || last)) {
         d.stop = true;
@@ -288,11 +290,7 @@ absl::StatusOr<GateResult> Evaluate(const GateInput& input) {
       d.decision = v1::INCONCLUSIVE;
       // Once one primary metric's gain is verified, the others need not gain:
       // what holds the accept back is a slowdown not ruled out.
-      const bool gain_verified =
-          input.policy == v1::GAIN &&
-          std::any_of(looks.begin(), looks.end(), [&](const MetricLook& m) {
-            return m.samples->primary && m.bounds.low > gain_threshold;
-          });
+      const bool gain_verified = input.policy == v1::GAIN && !gains.empty();
       for (const MetricLook& m : looks) {
         bool gain_open = input.policy == v1::GAIN && m.samples->primary && !gain_verified &&
                          !(m.bounds.low > gain_threshold);
