@@ -210,6 +210,15 @@ double OutputThroughput(const BenchRun& r) {
   return r.metrics.output_throughput;
 }
 
+// metric(run) of each round's run, in round order: with the ratios, shows
+// whether a round's outlier came from one side.
+std::vector<double> MetricRounds(const std::vector<BenchRun>& runs,
+                                 double (*metric)(const BenchRun&)) {
+  std::vector<double> values;
+  for (const BenchRun& r : runs) values.push_back(metric(r));
+  return values;
+}
+
 double DecodeStepThroughput(const BenchRun& r) {
   return r.json["stages"]["decode_step_tokens_per_s"].get<double>();
 }
@@ -228,6 +237,14 @@ absl::StatusOr<nlohmann::json> RunComparison(
     EngineOptions colocated = flags.engine;
     colocated.mode = EngineMode::kColocated;
     colocated.colocated_workers = epd.prefill_workers + epd.decode_workers;
+    // Equal decode slots too: every colocated worker keeps a batch of
+    // max_batch_size, so the decode pool gets their sum. With the per-worker
+    // size instead, EPD would decode half as many sequences at once on 1+1
+    // threads and pay each step's weight streaming for half the tokens.
+    epd.max_batch_size =
+        (colocated.colocated_workers * flags.engine.max_batch_size +
+         epd.decode_workers - 1) /
+        epd.decode_workers;
     DG_ASSIGN_OR_RETURN(PairRounds p,
                         RunPair(model, epd, colocated, dataset, flags.rounds,
                                 &OutputThroughput));
@@ -235,8 +252,12 @@ absl::StatusOr<nlohmann::json> RunComparison(
     out["modes"] = {
         {"epd", a.json},
         {"colocated", p.b[p.median_round].json},
+        {"epd_decode_batch_size", epd.max_batch_size},
         {"epd_over_colocated_output_throughput", p.ratios[p.median_round]},
         {"epd_over_colocated_output_throughput_rounds", p.ratios},
+        {"output_throughput_rounds",
+         {{"epd", MetricRounds(p.a, &OutputThroughput)},
+          {"colocated", MetricRounds(p.b, &OutputThroughput)}}},
         {"epd_transfer_over_decode_time",
          a.json["stages"]["transfer_over_decode_time"]}};
   }

@@ -36,7 +36,10 @@ absl::StatusOr<BenchRun> RunServeBench(
 // comparison needs, and their ratios:
 //   modes       EPD vs colocated with colocated_workers = prefill_workers +
 //               decode_workers (encode and transfer threads are not
-//               counted: their busy time is in the stage counters);
+//               counted: their busy time is in the stage counters) and
+//               equal decode slots: the decode pool's batches together hold
+//               as many sequences as the colocated workers' batches
+//               (max_batch_size each);
 //   batch       max_batch_size 1 vs flags' max_batch_size;
 //   (modes and batch run flags.rounds times, alternating the order; the
 //   ratio and the runs reported are the median round's, with every

@@ -29,6 +29,12 @@ assert len(rounds) == 3 and all(r > 0 for r in rounds), rounds
 assert m["epd_over_colocated_output_throughput"] == statistics.median(rounds), m
 assert m["epd"]["config"]["engine"]["mode"] == "epd", m["epd"]["config"]
 assert m["colocated"]["config"]["engine"]["mode"] == "colocated", m["colocated"]["config"]
+# Equal threads (1 prefill + 1 decode vs 2 workers) and equal decode slots
+# (one decode batch of 2 x 8 vs two batches of 8).
+assert m["colocated"]["config"]["engine"]["colocated_workers"] == 2, m["colocated"]["config"]
+assert m["colocated"]["config"]["engine"]["max_batch_size"] == 8, m["colocated"]["config"]
+assert m["epd"]["config"]["engine"]["max_batch_size"] == 16, m["epd"]["config"]
+assert m["epd_decode_batch_size"] == 16, m
 PY
 
 expect_usage_error() {
