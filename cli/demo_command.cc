@@ -72,6 +72,10 @@ void AddDemoCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--timeout_min", args->timeout_min, "give up (exit 4) after this long")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_flag("--allow_inconclusive", args->options.allow_inconclusive,
+                "a candidate that should be accepted but ends inconclusive (gain or no-slowdown "
+                "not proven within the pair budget, e.g. on a noisy shared machine) is not a "
+                "miss; wrong accepts and rejects still are (what CI runs)");
   cmd->add_flag("--prepare_only", args->options.prepare_only,
                 "only create the scratch repository (checks that every patch applies)");
   cmd->callback([args, exit_code] { *exit_code = Demo(*args); });
