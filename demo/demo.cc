@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "demo/expectation.h"
 #include "demo/scenario.h"
 #include "demo/scratch_repo.h"
 #include "demo/service_process.h"
@@ -512,61 +513,6 @@ std::string Metrics(const v1::Verdict& v) {
   return absl::StrJoin(parts, "; ");
 }
 
-// Whether the candidate got what the scenario says, and if not, why not.
-std::string Mismatch(const ScenarioCandidate& c, const v1::Evaluation& e) {
-  if (e.state() != v1::FINISHED) {
-    // What ended it: the last stage that did not pass says why.
-    std::string why;
-    for (const v1::Stage& st : e.stages()) {
-      if (st.status() == v1::STAGE_ERROR || st.status() == v1::STAGE_FAILED) why = st.summary();
-    }
-    return "no verdict: " + Lower(v1::EvaluationState_Name(e.state())) +
-           (why.empty() ? "" : " (" + why + ")");
-  }
-  const v1::Verdict& v = e.verdict();
-  if (v.decision() != c.expect_decision) {
-    return "expected " + Lower(v1::Decision_Name(c.expect_decision));
-  }
-  if (c.expect_reason != v1::REASON_CODE_UNSPECIFIED &&
-      std::none_of(v.reasons().begin(), v.reasons().end(),
-                   [&](const v1::Reason& r) { return r.code() == c.expect_reason; })) {
-    return "expected the reason " + Lower(v1::ReasonCode_Name(c.expect_reason));
-  }
-  // An accepted candidate's claims must hold, not just its decision.
-  if (c.expect_decision == v1::ACCEPT) {
-    for (const v1::ClaimResult& claim : v.claims()) {
-      if (!claim.verified()) {
-        return absl::StrFormat("expected the claim %s >= %.2fx verified", claim.metric(),
-                               claim.claimed());
-      }
-    }
-  }
-  if (c.expect_merged && e.merge().state() != v1::MERGED) {
-    return "expected a merge: " + Lower(v1::MergeState_Name(e.merge().state())) + " " +
-           e.merge().message();
-  }
-  // A gain counts only when accepted under GAIN; a neutral change accepted
-  // under NO_REGRESSION is not one.
-  const bool gain = v.decision() == v1::ACCEPT && v.policy() == v1::GAIN;
-  if (gain != c.expect_gain) return c.expect_gain ? "expected a verified gain" : "counted as a gain";
-  return "";
-}
-
-// Why a miss is only an undecided measurement: the candidate should be
-// accepted and its evaluation, or the re-measure that must precede its
-// merge, ended inconclusive. Empty for any other miss.
-std::string InconclusiveOnly(const ScenarioCandidate& c, const Row& row) {
-  if (c.expect_decision != v1::ACCEPT || row.final.state() != v1::FINISHED) return "";
-  const v1::Decision d = row.final.verdict().decision();
-  if (d == v1::INCONCLUSIVE) return "inconclusive";
-  if (d == v1::ACCEPT && row.final.merge().state() == v1::MERGE_FAILED &&
-      row.remeasure.has_value() && row.remeasure->state() == v1::FINISHED &&
-      row.remeasure->verdict().decision() == v1::INCONCLUSIVE) {
-    return "accepted; the re-measure against the moved tip was inconclusive, so not merged";
-  }
-  return "";
-}
-
 int Demo::Verdicts() {
   out_ << "\nverdicts\n";
   out_ << absl::StrFormat("  %-24s %-16s %-26s %-8s %s\n", "candidate", "submitted as",
@@ -578,7 +524,8 @@ int Demo::Verdicts() {
     std::string miss = Mismatch(c, e);
     std::string expected = miss.empty() ? "ok" : "NO: " + miss;
     if (!miss.empty() && o_.allow_inconclusive) {
-      if (const std::string why = InconclusiveOnly(c, *r); !why.empty()) {
+      const v1::Evaluation* remeasure = r->remeasure ? &*r->remeasure : nullptr;
+      if (const std::string why = InconclusiveOnly(c, e, remeasure); !why.empty()) {
         ++inconclusive_;
         expected = "undecided (allowed): " + why;
         miss.clear();
