@@ -398,7 +398,11 @@ void Demo::Follow(Row* row) {
       std::optional<v1::Evaluation> remeasure;
       if (settled && !e->merge().remeasure_evaluation_id().empty()) {
         absl::StatusOr<v1::Evaluation> re = Get(e->merge().remeasure_evaluation_id());
-        if (re.ok()) remeasure = std::move(*re);
+        if (!re.ok()) {  // Asked again below: the verdict table needs it.
+          absl::SleepFor(absl::Milliseconds(500));
+          continue;
+        }
+        remeasure = std::move(*re);
       }
       {
         std::lock_guard<std::mutex> lock(mu_);

@@ -10,9 +10,19 @@ namespace {
 
 std::string Lower(const std::string& s) { return absl::AsciiStrToLower(s); }
 
-bool ClaimsVerified(const v1::Verdict& v) {
-  return std::all_of(v.claims().begin(), v.claims().end(),
-                     [](const v1::ClaimResult& c) { return c.verified(); });
+// An inconclusive verdict that only ran out of pairs: every reason is
+// UNDECIDED (the gate's "not decided at the pair budget") and no claim's
+// interval lies below what was claimed. Not one held back for review (a
+// speedup above the plausible ceiling) or with a claim in doubt.
+bool UndecidedOnly(const v1::Verdict& v) {
+  const bool reasons_undecided =
+      std::all_of(v.reasons().begin(), v.reasons().end(), [](const v1::Reason& r) {
+        return r.code() == v1::UNDECIDED || r.code() == v1::VERIFIED;
+      });
+  const bool claims_open =
+      std::none_of(v.claims().begin(), v.claims().end(),
+                   [](const v1::ClaimResult& c) { return c.ci_high() < c.claimed(); });
+  return v.decision() == v1::INCONCLUSIVE && reasons_undecided && claims_open;
 }
 
 }  // namespace
@@ -59,16 +69,16 @@ std::string Mismatch(const ScenarioCandidate& c, const v1::Evaluation& e) {
 std::string InconclusiveOnly(const ScenarioCandidate& c, const v1::Evaluation& e,
                              const v1::Evaluation* remeasure) {
   if (c.expect_decision != v1::ACCEPT || e.state() != v1::FINISHED) return "";
-  const v1::Verdict& v = e.verdict();
-  if (v.decision() == v1::INCONCLUSIVE) return "inconclusive";
-  const bool remeasure_inconclusive = remeasure != nullptr &&
-                                      remeasure->state() == v1::FINISHED &&
-                                      remeasure->verdict().decision() == v1::INCONCLUSIVE;
-  if (v.decision() == v1::ACCEPT && ClaimsVerified(v) &&
-      e.merge().state() == v1::MERGE_FAILED && remeasure_inconclusive) {
-    return "accepted; the re-measure against the moved tip was inconclusive, so not merged";
+  if (UndecidedOnly(e.verdict())) return "inconclusive";
+  if (e.merge().state() != v1::MERGE_FAILED || remeasure == nullptr ||
+      remeasure->state() != v1::FINISHED || !UndecidedOnly(remeasure->verdict())) {
+    return "";
   }
-  return "";
+  // Everything but the merge must be as expected.
+  v1::Evaluation merged = e;
+  merged.mutable_merge()->set_state(v1::MERGED);
+  if (!Mismatch(c, merged).empty()) return "";
+  return "accepted; the re-measure against the moved tip was inconclusive, so not merged";
 }
 
 }  // namespace densegate::demo

@@ -20,10 +20,13 @@ std::string Mismatch(const ScenarioCandidate& candidate, const v1::Evaluation& e
 
 // Non-empty (saying what happened) when a miss is only an undecided
 // measurement: the candidate should be accepted and its evaluation ended
-// inconclusive, or it was accepted but the re-measure against the moved tip
-// (`remeasure`, null when none ran) that must precede its merge ended
-// inconclusive. Empty for any other miss: a wrong accept or reject, a
-// missing claim, an evaluation that did not finish.
+// inconclusive for want of pairs (every reason UNDECIDED, no claim's
+// interval below the claim), or it got everything it should but the merge,
+// refused because the re-measure against the moved tip (`remeasure`, null
+// when none ran) ended inconclusive that way. Empty for any other miss: a
+// wrong accept or reject, an inconclusive held for review (a speedup above
+// the plausible ceiling), a claim in doubt or not verified, an evaluation
+// that did not finish.
 std::string InconclusiveOnly(const ScenarioCandidate& candidate,
                              const v1::Evaluation& evaluation,
                              const v1::Evaluation* remeasure);

@@ -22,6 +22,15 @@ v1::Evaluation Finished(v1::Decision decision, v1::Policy policy = v1::GAIN) {
   return e;
 }
 
+// An inconclusive verdict the gate gave for want of pairs.
+v1::Evaluation OutOfPairs() {
+  v1::Evaluation e = Finished(v1::INCONCLUSIVE);
+  v1::Reason* r = e.mutable_verdict()->add_reasons();
+  r->set_code(v1::UNDECIDED);
+  r->set_metric("runtime.output_tok_s");
+  return e;
+}
+
 TEST(ExpectationTest, AcceptedMergedGainMatches) {
   v1::Evaluation e = Finished(v1::ACCEPT);
   e.mutable_merge()->set_state(v1::MERGED);
@@ -48,9 +57,27 @@ TEST(ExpectationTest, NeutralChangeAcceptedUnderNoRegressionIsNotAGain) {
 }
 
 TEST(ExpectationTest, InconclusiveInsteadOfAcceptIsOnlyUndecided) {
-  const v1::Evaluation e = Finished(v1::INCONCLUSIVE);
+  const v1::Evaluation e = OutOfPairs();
   EXPECT_EQ(Mismatch(GainCandidate(), e), "expected accept");
   EXPECT_EQ(InconclusiveOnly(GainCandidate(), e, nullptr), "inconclusive");
+}
+
+TEST(ExpectationTest, InconclusiveForReviewOrWithAClaimInDoubtIsAMiss) {
+  // Held for review: a speedup above the plausible ceiling.
+  v1::Evaluation review = OutOfPairs();
+  v1::Reason* r = review.mutable_verdict()->add_reasons();
+  r->set_code(v1::NEEDS_REVIEW);
+  EXPECT_EQ(InconclusiveOnly(GainCandidate(), review, nullptr), "");
+  // The claim's interval lies below the claim.
+  v1::Evaluation doubt = OutOfPairs();
+  v1::ClaimResult* claim = doubt.mutable_verdict()->add_claims();
+  claim->set_claimed(1.7);
+  claim->set_ci_low(1.2);
+  claim->set_ci_high(1.5);
+  EXPECT_EQ(InconclusiveOnly(GainCandidate(), doubt, nullptr), "");
+  // A claim still open (its interval reaches the claim) does not stop it.
+  claim->set_ci_high(1.9);
+  EXPECT_EQ(InconclusiveOnly(GainCandidate(), doubt, nullptr), "inconclusive");
 }
 
 TEST(ExpectationTest, WrongDecisionsAreNeverExcused) {
@@ -62,7 +89,7 @@ TEST(ExpectationTest, WrongDecisionsAreNeverExcused) {
   bad.expect_reason = v1::GAMING;
   EXPECT_EQ(Mismatch(bad, Finished(v1::ACCEPT)), "expected reject");
   EXPECT_EQ(InconclusiveOnly(bad, Finished(v1::ACCEPT), nullptr), "");
-  EXPECT_EQ(InconclusiveOnly(bad, Finished(v1::INCONCLUSIVE), nullptr), "");
+  EXPECT_EQ(InconclusiveOnly(bad, OutOfPairs(), nullptr), "");
   // An evaluation that never finished.
   v1::Evaluation dead;
   dead.set_state(v1::DEAD);
@@ -74,7 +101,7 @@ TEST(ExpectationTest, MergeRefusedAfterAnInconclusiveRemeasureIsOnlyUndecided) {
   e.mutable_merge()->set_state(v1::MERGE_FAILED);
   e.mutable_merge()->set_message("re-measure inconclusive");
   EXPECT_EQ(Mismatch(GainCandidate(), e), "expected a merge: merge_failed re-measure inconclusive");
-  const v1::Evaluation remeasure = Finished(v1::INCONCLUSIVE);
+  const v1::Evaluation remeasure = OutOfPairs();
   EXPECT_EQ(InconclusiveOnly(GainCandidate(), e, &remeasure),
             "accepted; the re-measure against the moved tip was inconclusive, so not merged");
   // A merge that failed for another reason (a conflict, a rejecting
@@ -82,6 +109,11 @@ TEST(ExpectationTest, MergeRefusedAfterAnInconclusiveRemeasureIsOnlyUndecided) {
   const v1::Evaluation rejected = Finished(v1::REJECT);
   EXPECT_EQ(InconclusiveOnly(GainCandidate(), e, &rejected), "");
   EXPECT_EQ(InconclusiveOnly(GainCandidate(), e, nullptr), "");
+  // So is anything else wrong beside the merge: accepted under
+  // NO_REGRESSION where a verified gain was expected.
+  v1::Evaluation neutral = Finished(v1::ACCEPT, v1::NO_REGRESSION);
+  neutral.mutable_merge()->set_state(v1::MERGE_FAILED);
+  EXPECT_EQ(InconclusiveOnly(GainCandidate(), neutral, &remeasure), "");
 }
 
 }  // namespace

@@ -238,7 +238,8 @@ absl::StatusOr<nlohmann::json> RunComparison(
     colocated.mode = EngineMode::kColocated;
     colocated.colocated_workers = epd.prefill_workers + epd.decode_workers;
     // Equal decode slots too: every colocated worker keeps a batch of
-    // max_batch_size, so the decode pool gets their sum. With the per-worker
+    // max_batch_size, so the decode pool gets their sum (rounded up to a
+    // whole batch per decode worker). With the per-worker
     // size instead, EPD would decode half as many sequences at once on 1+1
     // threads and pay each step's weight streaming for half the tokens.
     epd.max_batch_size =
@@ -252,7 +253,8 @@ absl::StatusOr<nlohmann::json> RunComparison(
     out["modes"] = {
         {"epd", a.json},
         {"colocated", p.b[p.median_round].json},
-        {"epd_decode_batch_size", epd.max_batch_size},
+        {"epd_decode_batch_size",
+         std::min(epd.max_batch_size, epd.token_budget)},
         {"epd_over_colocated_output_throughput", p.ratios[p.median_round]},
         {"epd_over_colocated_output_throughput_rounds", p.ratios},
         {"output_throughput_rounds",

@@ -39,7 +39,8 @@ absl::StatusOr<BenchRun> RunServeBench(
 //               counted: their busy time is in the stage counters) and
 //               equal decode slots: the decode pool's batches together hold
 //               as many sequences as the colocated workers' batches
-//               (max_batch_size each);
+//               (max_batch_size each; rounded up when the decode workers
+//               do not divide them);
 //   batch       max_batch_size 1 vs flags' max_batch_size;
 //   (modes and batch run flags.rounds times, alternating the order; the
 //   ratio and the runs reported are the median round's, with every
