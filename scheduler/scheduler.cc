@@ -287,7 +287,7 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
             lease.set_heartbeat_interval_s(s_->options_.heartbeat_interval_s);
             if (lease.job_kind() == v1::EVALUATION) {
               absl::MutexLock l(&s_->mu_);
-              s_->evaluation_of_lease_[lease.id()] = lease.evaluation().id();
+              s_->granted_leases_[lease.id()] = {lease.evaluation().id(), {}};
             }
             *resp->mutable_lease() = lease;
             return Status::OK;
@@ -310,6 +310,7 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
     absl::StatusOr<results::LeaseRenewal> r =
         s_->store_->RenewLease({req->lease_id(), req->node_id()}, s_->options_.lease_duration);
     if (!r.ok()) return ToGrpc(r.status());
+    if (r->cancel) s_->ForgetLease(req->lease_id());
     resp->set_cancel(r->cancel);
     resp->set_cancel_reason(r->cancel_reason);
     if (!r->cancel) {
@@ -341,9 +342,13 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
               s_->store_->AppendSamples(lease, {report.sample()});
           st = ids.status();
           if (ids.ok()) {
+            // A lease granted before a restart is not here: its verdict
+            // names all samples of the evaluation.
             absl::MutexLock l(&s_->mu_);
-            auto& v = s_->lease_samples_[report.lease_id()];
-            v.insert(v.end(), ids->begin(), ids->end());
+            auto it = s_->granted_leases_.find(report.lease_id());
+            if (it != s_->granted_leases_.end()) {
+              it->second.sample_ids.insert(it->second.sample_ids.end(), ids->begin(), ids->end());
+            }
           }
           break;
         }
@@ -379,13 +384,11 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
         bool known = false;
         {
           absl::MutexLock l(&s_->mu_);
-          auto it = s_->lease_samples_.find(lease.lease_id);
-          if (it != s_->lease_samples_.end()) {
-            ids = it->second;
+          auto it = s_->granted_leases_.find(lease.lease_id);
+          if (it != s_->granted_leases_.end()) {
+            ids = it->second.sample_ids;
             known = true;
-            s_->lease_samples_.erase(it);
           }
-          s_->evaluation_of_lease_.erase(lease.lease_id);
         }
         if (!known && !verdict.evaluation_id().empty()) {
           absl::StatusOr<std::vector<v1::Sample>> all = s_->store_->ListSamples(verdict.evaluation_id());
@@ -395,6 +398,8 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
         }
         for (int64_t id : ids) verdict.mutable_provenance()->add_sample_ids(id);
         st = s_->store_->FinishLease(lease, verdict);
+        // Kept after a failure: the node may retry (or the lease expires).
+        if (st.ok()) s_->ForgetLease(lease.lease_id);
         if (st.ok() && verdict.decision() >= 0 && verdict.decision() < 4) {
           ++s_->verdicts_[verdict.decision()];
         }
@@ -409,6 +414,7 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
       }
       case v1::FinishLeaseRequest::kInfrastructureError:
         st = s_->store_->FailLease(lease, req->infrastructure_error()).status();
+        if (st.ok()) s_->ForgetLease(lease.lease_id);
         break;
       case v1::FinishLeaseRequest::kCalibrationNoise: {
         const double noise = req->calibration_noise();
@@ -622,6 +628,7 @@ HttpResponse Scheduler::ReportPage(const HttpRequest& request) {
 void Scheduler::ReclaimExpiredLeases() {
   absl::StatusOr<std::vector<results::ReclaimedLease>> r = store_->ReclaimExpiredLeases(100);
   if (r.ok() && !r->empty()) {
+    for (const results::ReclaimedLease& lease : *r) ForgetLease(lease.lease_id);
     lease_expiries_ += r->size();
     Notify();
   }
@@ -712,10 +719,15 @@ std::string Scheduler::RenderMetrics() {
   return out;
 }
 
+void Scheduler::ForgetLease(const std::string& lease_id) {
+  absl::MutexLock l(&mu_);
+  granted_leases_.erase(lease_id);
+}
+
 void Scheduler::RecordProgress(const std::string& lease_id, const v1::Progress& progress) {
   absl::MutexLock l(&mu_);
-  auto it = evaluation_of_lease_.find(lease_id);
-  if (it != evaluation_of_lease_.end()) progress_[it->second] = progress;
+  auto it = granted_leases_.find(lease_id);
+  if (it != granted_leases_.end()) progress_[it->second.evaluation_id] = progress;
   ++version_;
 }
 

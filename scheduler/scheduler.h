@@ -108,6 +108,8 @@ class Scheduler {
   bool RecalibrationDue(const std::string& node_id);
   // Whether an active node's periodic calibration is due (and records it).
   bool PeriodicCalibrationDue(const std::string& node_id);
+  // Drops what this process keeps about a lease that ended without a verdict.
+  void ForgetLease(const std::string& lease_id);
   // Live progress of the evaluation a lease works on.
   void RecordProgress(const std::string& lease_id, const v1::Progress& progress);
   // Waits until Notify or `deadline`; false once shut down.
@@ -143,10 +145,14 @@ class Scheduler {
   // When each node last finished (or, unseen, was first asked about) a
   // calibration.
   std::map<std::string, absl::Time> last_calibration_ ABSL_GUARDED_BY(mu_);
-  // Evaluation of each EVALUATION lease handed out by this process.
-  std::map<std::string, std::string> evaluation_of_lease_ ABSL_GUARDED_BY(mu_);
-  // Store ids of the samples streamed under each lease.
-  std::map<std::string, std::vector<int64_t>> lease_samples_ ABSL_GUARDED_BY(mu_);
+  // An EVALUATION lease this process handed out, until it ends here: its
+  // evaluation, and the store ids of the samples streamed under it (the
+  // verdict names exactly those).
+  struct GrantedLease {
+    std::string evaluation_id;
+    std::vector<int64_t> sample_ids;
+  };
+  std::map<std::string, GrantedLease> granted_leases_ ABSL_GUARDED_BY(mu_);
 };
 
 // absl::Status -> grpc::Status with the same code and message.
