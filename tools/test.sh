@@ -34,9 +34,9 @@ run --config=asan //...
 # headless Chromium. Counted as one more test. --allow_inconclusive: on a
 # shared 2-core machine a gain's 2% no-slowdown bound on its other metrics is
 # not always provable within the quick pair budget, so a candidate that should
-# be accepted may end inconclusive; a wrong accept or reject still fails. The
-# report check still needs one merged candidate (its timeline), so a run in
-# which all three expected accepts end inconclusive fails here.
+# be accepted may end inconclusive; a wrong accept or reject still fails.
+# The report check then holds the page to report.json: cards and a merged
+# candidate when the run merged one, the empty headline when it merged none.
 demo_out="$(mktemp -d -t densegate-demo.XXXXXX)"
 echo "== densegate demo --quick --allow_inconclusive (output in $demo_out)" >&2
 if bazel build --color=no --curses=no -c opt //:densegate >>"$log" 2>&1 &&
