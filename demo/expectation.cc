@@ -8,8 +8,6 @@
 namespace densegate::demo {
 namespace {
 
-std::string Lower(const std::string& s) { return absl::AsciiStrToLower(s); }
-
 // An inconclusive verdict that only ran out of pairs: every reason is
 // UNDECIDED (the gate's "not decided at the pair budget") and no claim's
 // interval lies below what was claimed. Not one held back for review (a
@@ -34,17 +32,17 @@ std::string Mismatch(const ScenarioCandidate& c, const v1::Evaluation& e) {
     for (const v1::Stage& st : e.stages()) {
       if (st.status() == v1::STAGE_ERROR || st.status() == v1::STAGE_FAILED) why = st.summary();
     }
-    return "no verdict: " + Lower(v1::EvaluationState_Name(e.state())) +
+    return "no verdict: " + absl::AsciiStrToLower(v1::EvaluationState_Name(e.state())) +
            (why.empty() ? "" : " (" + why + ")");
   }
   const v1::Verdict& v = e.verdict();
   if (v.decision() != c.expect_decision) {
-    return "expected " + Lower(v1::Decision_Name(c.expect_decision));
+    return "expected " + absl::AsciiStrToLower(v1::Decision_Name(c.expect_decision));
   }
   if (c.expect_reason != v1::REASON_CODE_UNSPECIFIED &&
       std::none_of(v.reasons().begin(), v.reasons().end(),
                    [&](const v1::Reason& r) { return r.code() == c.expect_reason; })) {
-    return "expected the reason " + Lower(v1::ReasonCode_Name(c.expect_reason));
+    return "expected the reason " + absl::AsciiStrToLower(v1::ReasonCode_Name(c.expect_reason));
   }
   // An accepted candidate's claims must hold, not just its decision.
   if (c.expect_decision == v1::ACCEPT) {
@@ -56,7 +54,8 @@ std::string Mismatch(const ScenarioCandidate& c, const v1::Evaluation& e) {
     }
   }
   if (c.expect_merged && e.merge().state() != v1::MERGED) {
-    return "expected a merge: " + Lower(v1::MergeState_Name(e.merge().state())) + " " +
+    return "expected a merge: " +
+           absl::AsciiStrToLower(v1::MergeState_Name(e.merge().state())) + " " +
            e.merge().message();
   }
   // A gain counts only when accepted under GAIN; a neutral change accepted
