@@ -11,6 +11,7 @@
 #include <optional>
 #include <sstream>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -497,6 +498,74 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   int remeasured = 0, kept_unsteady = 0;
   MachineProbe* probe = options_.machine_probe;
   if (probe != nullptr) probe->Seconds();  // Warms its array; not used.
+  // What a benchmark's two runs of a pair add, so that they can be taken
+  // back (see EvaluatorOptions::machine_probe).
+  struct Added {
+    std::vector<MetricSamples> metrics;
+    size_t samples;
+    decltype(counter_samples_) counters;
+    int64_t next_id;
+  };
+  auto before_runs = [&] {
+    return Added{metrics_, samples_.size(), counter_samples_, next_sample_id};
+  };
+  // True when the runs since `before` are to be measured again: the probe
+  // moved more than max_probe_spread within them and the re-measure budget
+  // is not spent. Then they are taken back.
+  auto measure_again = [&](const Added& before, const std::vector<double>& probe_seconds,
+                           const std::string& benchmark, int pair, int planned) {
+    if (probe_seconds.empty()) return false;
+    const auto [fastest, slowest] = std::minmax_element(probe_seconds.begin(), probe_seconds.end());
+    if (*slowest <= *fastest * options_.max_probe_spread) return false;
+    if (remeasured >= gate_input_.params.max_pairs) {
+      ++kept_unsteady;
+      return false;
+    }
+    ++remeasured;
+    if (listener_) {
+      v1::Progress p;
+      p.set_stage(v1::MICROBENCHMARK);
+      p.set_repetition(pair);
+      p.set_repetitions_planned(planned);
+      p.set_message(absl::StrFormat(
+          "%s, pair %d measured again: the machine probe took %.2f-%.2f ms within it", benchmark,
+          pair + 1, 1e3 * *fastest, 1e3 * *slowest));
+      listener_->OnProgress(p);
+    }
+    metrics_ = before.metrics;
+    samples_.resize(before.samples);
+    counter_samples_ = before.counters;
+    next_sample_id = before.next_id;
+    return true;
+  };
+  // Runs `run_arm` for both arms of one benchmark of pair `pair` (ABBA: even
+  // pairs the baseline first), back to back under one hold of the host lock
+  // (the machine to themselves), so that a slow spell of the host lasting
+  // seconds meets both arms, not one (arm by arm, with two nodes taking
+  // turns, they were ~10 s apart). The probe runs before each arm and after
+  // both; the two are measured again while measure_again says so. run_arm
+  // returns false to end the stage (it recorded why).
+  auto measure_both_arms =
+      [&](const std::string& benchmark, int pair,
+          absl::FunctionRef<absl::StatusOr<bool>(bool candidate, const std::string& arm)> run_arm)
+      -> absl::StatusOr<bool> {
+    for (bool again = true; again;) {
+      const Added before = before_runs();
+      std::vector<double> probe_seconds;
+      {
+        HostLock::Guard measuring(options_.host_lock, HostLock::Mode::kExclusive);
+        for (int turn = 0; turn < 2; ++turn) {
+          const bool candidate = (pair % 2 == 0) == (turn == 1);
+          if (probe != nullptr) probe_seconds.push_back(probe->Seconds());
+          absl::StatusOr<bool> ok = run_arm(candidate, candidate ? "candidate" : "baseline");
+          if (!ok.ok() || !*ok) return ok;
+        }
+        if (probe != nullptr) probe_seconds.push_back(probe->Seconds());
+      }
+      again = measure_again(before, probe_seconds, benchmark, pair, target);
+    }
+    return true;
+  };
   while (true) {
     for (; pairs < target; ++pairs) {
       if (listener_ != nullptr && listener_->Cancelled()) {
@@ -504,180 +573,152 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
         micro.End(v1::STAGE_CANCELLED, "cancelled");
         return false;
       }
-      // What this pair adds, so that it can be taken back (see
-      // EvaluatorOptions::machine_probe).
-      const std::vector<MetricSamples> metrics_before = metrics_;
-      const size_t samples_before = samples_.size();
-      const auto counters_before = counter_samples_;
-      const int64_t next_id_before = next_sample_id;
-      std::vector<double> probe_seconds;
-      // ABBA: even pairs run the baseline first, odd pairs the candidate.
-      for (int turn = 0; turn < 2; ++turn) {
-        // One arm's measured processes run with the machine to themselves.
-        HostLock::Guard measuring(options_.host_lock, HostLock::Mode::kExclusive);
-        bool candidate = (pairs % 2 == 0) == (turn == 1);
-        std::string arm = candidate ? "candidate" : "baseline";
-        size_t metric_index = 0;
-        for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
-          // Before each measured process and after the arm's last one.
-          if (probe != nullptr) probe_seconds.push_back(probe->Seconds());
-          std::string command = b.command();
-          if (b.kind() == v1::GOOGLE_BENCHMARK) command += " --benchmark_format=json";
-          std::string name = absl::StrFormat("bench-%s-%s-%d", b.name(), arm, pairs);
-          absl::StatusOr<ProcessResult> r =
-              Shell(command, candidate ? checkout_.candidate_dir : checkout_.baseline_dir, name,
-                    b.timeout_s());
-          if (!r.ok()) return r.status();
-          std::string out = ReadOutputFile(LogPath(name + ".out"));
-          auto fail = [&](v1::ReasonCode code, std::string message) {
-            message = absl::StrFormat("%s benchmark %s (%s, pair %d): %s", arm, b.name(),
-                                      b.command(), pairs, message);
-            if (!candidate) {
-              infrastructure_ = absl::FailedPreconditionError(message);
-              micro.End(v1::STAGE_ERROR, message);
-            } else {
-              failures_.push_back(Reason(code, micro.stage().kind(), message));
-              micro.End(v1::STAGE_FAILED, message);
-            }
-          };
-          if (!r->ok()) {
-            fail(v1::CORRECTNESS_FAILED,
-                 absl::StrCat(r->Describe(), "\n", LastLines(ReadOutputFile(LogPath(name + ".err")), 6)));
-            return false;
-          }
-          std::vector<double> values;
-          if (b.kind() == v1::GOOGLE_BENCHMARK) {
-            absl::StatusOr<std::vector<BenchmarkRun>> runs = ParseGoogleBenchmarkJson(out);
-            if (absl::IsFailedPrecondition(runs.status())) {
-              // The benchmark checked what it timed and found it wrong, yet
-              // the tests passed: the code behaves differently when measured.
-              fail(v1::GAMING,
-                   absl::StrCat(runs.status().message(),
-                                "; the correctness stage passed, so the candidate takes a "
-                                "different path when it is benchmarked"));
-              return false;
-            }
-            if (!runs.ok()) {
-              fail(v1::CORRECTNESS_FAILED, std::string(runs.status().message()));
-              return false;
-            }
-            double claimed = ClaimedTimedSeconds(*runs);
-            if (claimed > r->wall_seconds) {
-              fail(v1::GAMING, absl::StrFormat(
-                                   "reports %.3f s of timed work in a process that lived "
-                                   "%.3f s by the harness's clock: its times are not real",
-                                   claimed, r->wall_seconds));
-              return false;
-            }
-            for (const v1::MetricSpec& m : b.metrics()) {
-              absl::StatusOr<double> v = GoogleBenchmarkMetric(*runs, m);
-              if (!v.ok()) {
-                fail(v1::CORRECTNESS_FAILED, std::string(v.status().message()));
-                return false;
-              }
-              values.push_back(*v);
-            }
-          } else {
-            for (const v1::MetricSpec& m : b.metrics()) {
-              absl::StatusOr<double> v = JsonNumberAt(out, m.source());
-              if (!v.ok() || !(*v > 0) || !std::isfinite(*v)) {
+      size_t first_metric = 0;
+      for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
+        absl::StatusOr<bool> measured = measure_both_arms(
+            b.name(), pairs, [&](bool candidate, const std::string& arm) -> absl::StatusOr<bool> {
+              size_t metric_index = first_metric;
+              std::string command = b.command();
+              if (b.kind() == v1::GOOGLE_BENCHMARK) command += " --benchmark_format=json";
+              std::string name = absl::StrFormat("bench-%s-%s-%d", b.name(), arm, pairs);
+              absl::StatusOr<ProcessResult> r =
+                  Shell(command, candidate ? checkout_.candidate_dir : checkout_.baseline_dir, name,
+                        b.timeout_s());
+              if (!r.ok()) return r.status();
+              std::string out = ReadOutputFile(LogPath(name + ".out"));
+              auto fail = [&](v1::ReasonCode code, std::string message) {
+                message = absl::StrFormat("%s benchmark %s (%s, pair %d): %s", arm, b.name(),
+                                          b.command(), pairs, message);
+                if (!candidate) {
+                  infrastructure_ = absl::FailedPreconditionError(message);
+                  micro.End(v1::STAGE_ERROR, message);
+                } else {
+                  failures_.push_back(Reason(code, micro.stage().kind(), message));
+                  micro.End(v1::STAGE_FAILED, message);
+                }
+              };
+              if (!r->ok()) {
                 fail(v1::CORRECTNESS_FAILED,
-                     v.ok() ? absl::StrFormat("%s = %g is not a positive number", m.source(), *v)
-                            : std::string(v.status().message()));
+                     absl::StrCat(r->Describe(), "\n",
+                                  LastLines(ReadOutputFile(LogPath(name + ".err")), 6)));
                 return false;
               }
-              values.push_back(*v);
-            }
-            if (!b.counters().empty()) {
-              // Explanatory only: a missing counters object costs the
-              // attribution, not the verdict.
-              absl::StatusOr<std::map<std::string, double>> counters =
-                  JsonNumbersAt(out, b.counters());
-              for (const auto& [counter, value] :
-                   counters.ok() ? *counters : std::map<std::string, double>{}) {
-                auto& arms = counter_samples_[b.name()][counter];
-                (candidate ? arms.second : arms.first).push_back(value);
+              std::vector<double> values;
+              if (b.kind() == v1::GOOGLE_BENCHMARK) {
+                absl::StatusOr<std::vector<BenchmarkRun>> runs = ParseGoogleBenchmarkJson(out);
+                if (absl::IsFailedPrecondition(runs.status())) {
+                  // The benchmark checked what it timed and found it wrong, yet
+                  // the tests passed: the code behaves differently when measured.
+                  fail(v1::GAMING,
+                       absl::StrCat(runs.status().message(),
+                                    "; the correctness stage passed, so the candidate takes a "
+                                    "different path when it is benchmarked"));
+                  return false;
+                }
+                if (!runs.ok()) {
+                  fail(v1::CORRECTNESS_FAILED, std::string(runs.status().message()));
+                  return false;
+                }
+                double claimed = ClaimedTimedSeconds(*runs);
+                if (claimed > r->wall_seconds) {
+                  fail(v1::GAMING,
+                       absl::StrFormat("reports %.3f s of timed work in a process that lived "
+                                       "%.3f s by the harness's clock: its times are not real",
+                                       claimed, r->wall_seconds));
+                  return false;
+                }
+                for (const v1::MetricSpec& m : b.metrics()) {
+                  absl::StatusOr<double> v = GoogleBenchmarkMetric(*runs, m);
+                  if (!v.ok()) {
+                    fail(v1::CORRECTNESS_FAILED, std::string(v.status().message()));
+                    return false;
+                  }
+                  values.push_back(*v);
+                }
+              } else {
+                for (const v1::MetricSpec& m : b.metrics()) {
+                  absl::StatusOr<double> v = JsonNumberAt(out, m.source());
+                  if (!v.ok() || !(*v > 0) || !std::isfinite(*v)) {
+                    fail(v1::CORRECTNESS_FAILED,
+                         v.ok()
+                             ? absl::StrFormat("%s = %g is not a positive number", m.source(), *v)
+                             : std::string(v.status().message()));
+                    return false;
+                  }
+                  values.push_back(*v);
+                }
+                if (!b.counters().empty()) {
+                  // Explanatory only: a missing counters object costs the
+                  // attribution, not the verdict.
+                  absl::StatusOr<std::map<std::string, double>> counters =
+                      JsonNumbersAt(out, b.counters());
+                  for (const auto& [counter, value] :
+                       counters.ok() ? *counters : std::map<std::string, double>{}) {
+                    auto& arms = counter_samples_[b.name()][counter];
+                    (candidate ? arms.second : arms.first).push_back(value);
+                  }
+                }
               }
-            }
-          }
-          for (size_t i = 0; i < values.size(); ++i, ++metric_index) {
-            MetricSamples& s = metrics_[metric_index];
-            (candidate ? s.candidate : s.baseline).push_back(values[i]);
-            v1::Sample sample;
-            sample.set_id(next_sample_id++);
-            sample.set_metric(s.name);
-            sample.set_arm(candidate ? v1::CANDIDATE : v1::BASELINE);
-            sample.set_pair_index(pairs);
-            sample.set_value(values[i]);
-            sample.set_unit(s.unit);
-            sample.set_process_wall_seconds(r->wall_seconds);
-            sample.set_process_cpu_seconds(r->user_seconds + r->system_seconds);
-            samples_.push_back(sample);
-          }
-        }
-        for (const v1::KernelCheck* c : timed_checks) {
-          if (probe != nullptr) probe_seconds.push_back(probe->Seconds());
-          std::string name = absl::StrFormat("timed-%s-%s-%d", c->name(), arm, pairs);
-          KernelCheckSetup setup = CheckSetup(candidate, name);
-          setup.reference = KernelCheckSetup::Reference::kBaselineCompute;
-          KernelCheckReport r = RunKernelCheck(*c, setup);
-          if (r.outcome != KernelCheckReport::Outcome::kPassed) {
-            std::string message = absl::StrFormat("%s kernel check %s (pair %d): %s", arm,
-                                                  c->name(), pairs, r.message);
-            if (!candidate || r.outcome == KernelCheckReport::Outcome::kInfrastructure) {
-              infrastructure_ = absl::FailedPreconditionError(message);
-              micro.End(v1::STAGE_ERROR, message);
-            } else {
-              failures_.push_back(Reason(r.outcome == KernelCheckReport::Outcome::kGaming
-                                             ? v1::GAMING
-                                             : v1::CORRECTNESS_FAILED,
-                                         v1::MICROBENCHMARK, message));
-              micro.End(v1::STAGE_FAILED, message);
-            }
-            return false;
-          }
-          const double value = UpperMedian(r.call_seconds) * 1e9;
-          double total = 0;
-          for (double x : r.call_seconds) total += x;
-          MetricSamples& s = metrics_[metric_index++];
-          (candidate ? s.candidate : s.baseline).push_back(value);
-          v1::Sample sample;
-          sample.set_id(next_sample_id++);
-          sample.set_metric(s.name);
-          sample.set_arm(candidate ? v1::CANDIDATE : v1::BASELINE);
-          sample.set_pair_index(pairs);
-          sample.set_value(value);
-          sample.set_unit(s.unit);
-          sample.set_process_wall_seconds(total);
-          samples_.push_back(sample);
-        }
-        if (probe != nullptr) probe_seconds.push_back(probe->Seconds());
+              for (size_t i = 0; i < values.size(); ++i, ++metric_index) {
+                MetricSamples& s = metrics_[metric_index];
+                (candidate ? s.candidate : s.baseline).push_back(values[i]);
+                v1::Sample sample;
+                sample.set_id(next_sample_id++);
+                sample.set_metric(s.name);
+                sample.set_arm(candidate ? v1::CANDIDATE : v1::BASELINE);
+                sample.set_pair_index(pairs);
+                sample.set_value(values[i]);
+                sample.set_unit(s.unit);
+                sample.set_process_wall_seconds(r->wall_seconds);
+                sample.set_process_cpu_seconds(r->user_seconds + r->system_seconds);
+                samples_.push_back(sample);
+              }
+              return true;
+            });
+        if (!measured.ok() || !*measured) return measured;
+        first_metric += b.metrics_size();
       }
-      if (!probe_seconds.empty()) {
-        const auto [fastest, slowest] =
-            std::minmax_element(probe_seconds.begin(), probe_seconds.end());
-        if (*slowest > *fastest * options_.max_probe_spread) {
-          if (remeasured < gate_input_.params.max_pairs) {
-            ++remeasured;
-            if (listener_) {
-              v1::Progress p;
-              p.set_stage(v1::MICROBENCHMARK);
-              p.set_repetition(pairs);
-              p.set_repetitions_planned(target);
-              p.set_message(absl::StrFormat(
-                  "pair %d measured again: the machine probe took %.2f-%.2f ms within it",
-                  pairs + 1, 1e3 * *fastest, 1e3 * *slowest));
-              listener_->OnProgress(p);
-            }
-            metrics_ = metrics_before;
-            samples_.resize(samples_before);
-            counter_samples_ = counters_before;
-            next_sample_id = next_id_before;
-            --pairs;  // The loop's ++pairs measures this pair again.
-            continue;
-          }
-          ++kept_unsteady;
-        }
+      for (const v1::KernelCheck* c : timed_checks) {
+        absl::StatusOr<bool> measured = measure_both_arms(
+            c->name(), pairs, [&](bool candidate, const std::string& arm) -> absl::StatusOr<bool> {
+              size_t metric_index = first_metric;
+              std::string name = absl::StrFormat("timed-%s-%s-%d", c->name(), arm, pairs);
+              KernelCheckSetup setup = CheckSetup(candidate, name);
+              setup.reference = KernelCheckSetup::Reference::kBaselineCompute;
+              KernelCheckReport r = RunKernelCheck(*c, setup);
+              if (r.outcome != KernelCheckReport::Outcome::kPassed) {
+                std::string message = absl::StrFormat("%s kernel check %s (pair %d): %s", arm,
+                                                      c->name(), pairs, r.message);
+                if (!candidate || r.outcome == KernelCheckReport::Outcome::kInfrastructure) {
+                  infrastructure_ = absl::FailedPreconditionError(message);
+                  micro.End(v1::STAGE_ERROR, message);
+                } else {
+                  failures_.push_back(Reason(r.outcome == KernelCheckReport::Outcome::kGaming
+                                                 ? v1::GAMING
+                                                 : v1::CORRECTNESS_FAILED,
+                                             v1::MICROBENCHMARK, message));
+                  micro.End(v1::STAGE_FAILED, message);
+                }
+                return false;
+              }
+              const double value = UpperMedian(r.call_seconds) * 1e9;
+              double total = 0;
+              for (double x : r.call_seconds) total += x;
+              MetricSamples& s = metrics_[metric_index++];
+              (candidate ? s.candidate : s.baseline).push_back(value);
+              v1::Sample sample;
+              sample.set_id(next_sample_id++);
+              sample.set_metric(s.name);
+              sample.set_arm(candidate ? v1::CANDIDATE : v1::BASELINE);
+              sample.set_pair_index(pairs);
+              sample.set_value(value);
+              sample.set_unit(s.unit);
+              sample.set_process_wall_seconds(total);
+              samples_.push_back(sample);
+              return true;
+            });
+        if (!measured.ok() || !*measured) return measured;
+        ++first_metric;
       }
       if (listener_) {
         v1::Progress p;

@@ -17,7 +17,8 @@
 //      against fp64 compared with the bound and with the baseline's curve;
 //   5+6. benchmarks: Google Benchmark binaries and timed kernel checks
 //      (microbenchmark stage) and JSON commands (end-to-end stage), baseline
-//      and candidate interleaved ABBA, each repetition a fresh process,
+//      and candidate interleaved ABBA (the two arms of each benchmark back
+//      to back), each repetition a fresh process,
 //      pairs added until the sequential gate (results/gate) decides.
 //      Self-reported times are checked against the process's own lifetime
 //      on the harness's clock.
@@ -82,11 +83,11 @@ struct EvaluatorOptions {
   // stage or after one failed (or when a failed stage's log reports ENOSPC),
   // the evaluation ends as an infrastructure error, not a verdict.
   int64_t min_free_bytes = int64_t{256} << 20;
-  // Set when other nodes share this machine (not owned): each arm's
-  // measured processes of a benchmark pair run under it exclusively, every
+  // Set when other nodes share this machine (not owned): the two measured
+  // processes of each benchmark of a pair run under it exclusively, every
   // other stage shared.
   HostLock* host_lock = nullptr;
-  // Timed before each measured process of an arm and after its last one
+  // Timed before each measured process and after each benchmark's last one
   // (see MachineProbe). A pair whose probe times differ by more than
   // `max_probe_spread`
   // (slowest / fastest) ran across a change of the machine's speed: its

@@ -312,6 +312,10 @@ void CheckBenchmarks(Checker& c, const Manifest& m, UniqueNames& suites,
         c.Error(mf + ".field",
                 "only used with kind GOOGLE_BENCHMARK; put the path in source");
       }
+      if (b.kind() == v1::JSON_COMMAND && metric.aggregate() != v1::REPETITION_MEDIAN) {
+        c.Error(mf + ".aggregate",
+                "only used with kind GOOGLE_BENCHMARK; a JSON command prints one value");
+      }
       if (metric.primary()) ++*primary_count;
     }
     if (b.kind() != v1::JSON_COMMAND) {

@@ -56,7 +56,7 @@ json ValidManifest() {
     "benchmarks": [
       {"name": "micro", "kind": "GOOGLE_BENCHMARK", "command": "bin/bench",
        "metrics": [{"name": "kda_decode.fused_b32", "source": "BM_KdaDecode_fused/32",
-                    "field": "real_time", "unit": "ns",
+                    "field": "real_time", "unit": "ns", "aggregate": "REPETITION_BEST",
                     "direction": "LOWER_IS_BETTER", "primary": true}]},
       {"name": "serve", "kind": "JSON_COMMAND", "command": "bin/serve_bench",
        "metrics": [{"name": "serve.output_tps", "source": "output_throughput",
@@ -83,6 +83,14 @@ std::string Describe(const std::vector<ManifestError>& errors) {
 TEST(ManifestTest, ValidManifestHasNoErrors) {
   std::vector<ManifestError> errors = ParseAndValidate(ValidManifest());
   EXPECT_TRUE(errors.empty()) << Describe(errors);
+}
+
+TEST(ManifestTest, RepetitionAggregateParsesAndDefaultsToMedian) {
+  std::vector<ManifestError> errors;
+  absl::StatusOr<v1::Manifest> m = ParseManifest(ValidManifest().dump(), &errors);
+  ASSERT_TRUE(m.ok()) << Describe(errors);
+  EXPECT_EQ(m->benchmarks(0).metrics(0).aggregate(), v1::REPETITION_BEST);
+  EXPECT_EQ(m->benchmarks(1).metrics(0).aggregate(), v1::REPETITION_MEDIAN);
 }
 
 struct InvalidCase {
@@ -186,6 +194,9 @@ INSTANTIATE_TEST_SUITE_P(
         {"UnknownBenchmarkField",
          [](json& j) { j["benchmarks"][0]["metrics"][0]["field"] = "wall"; },
          "benchmarks[0].metrics[0].field", "unknown Google Benchmark field"},
+        {"AggregateOnJsonCommand",
+         [](json& j) { j["benchmarks"][1]["metrics"][0]["aggregate"] = "REPETITION_BEST"; },
+         "benchmarks[1].metrics[0].aggregate", "only used with kind GOOGLE_BENCHMARK"},
         {"NoPrimaryMetric",
          [](json& j) { j["benchmarks"][0]["metrics"][0]["primary"] = false; },
          "benchmarks", "no metric is marked primary"},

@@ -187,11 +187,11 @@ const v1::Stage* BenchmarkStage(const v1::Verdict& v) {
   return nullptr;
 }
 
-// Call 0 warms the probe; then each pair calls it 4 times (the fixture's arm
-// is one process: before it and after it). Pair 1's second arm starting slow (call 1 + 4 + 2 = 7) means the
-// machine changed speed within the pair: its samples are dropped and it is
-// measured again, so the verdict still rests on the planned pairs, and the
-// stage says so.
+// Call 0 warms the probe; then each pair calls it 3 times (the fixture has
+// one benchmark: before each arm's process and after both). Pair 2 starting
+// slow (call 1 + 3 + 3 = 7) means the machine changed speed within the
+// pair: its samples are dropped and it is measured again, so the verdict
+// still rests on the planned pairs, and the stage says so.
 TEST_F(EvalTest, PairsWhoseMachineProbeMovedAreMeasuredAgain) {
   Sh("sed -i '1i // A comment that changes nothing.' " + repo_ + "/checksum.h");
   Commit("comment");
@@ -203,12 +203,48 @@ TEST_F(EvalTest, PairsWhoseMachineProbeMovedAreMeasuredAgain) {
   const int pairs = v.metrics(0).n_pairs();
   ASSERT_GT(pairs, 0);
   // One extra pair's worth of probe calls, and no extra samples.
-  EXPECT_EQ(probe.calls(), 1 + 4 * (pairs + 1));
+  EXPECT_EQ(probe.calls(), 1 + 3 * (pairs + 1));
   EXPECT_EQ(static_cast<int>(o.samples.size()), 2 * pairs);
   for (const v1::Sample& sample : o.samples) EXPECT_LT(sample.pair_index(), pairs);
   const v1::Stage* stage = BenchmarkStage(v);
   ASSERT_NE(stage, nullptr);
   EXPECT_THAT(stage->summary(), HasSubstr("1 pair(s) measured again"));
+}
+
+// The two arms of each benchmark run back to back (ABBA across pairs), not
+// every benchmark of one arm and then of the other: the baseline's manifest
+// here has two benchmarks.
+TEST_F(EvalTest, BothArmsOfEachBenchmarkRunBackToBack) {
+  nlohmann::json manifest = nlohmann::json::parse(std::ifstream(repo_ + "/densegate.json"));
+  nlohmann::json again = manifest["benchmarks"][0];
+  again["name"] = "micro-again";
+  again["metrics"][0]["name"] = "checksum.time_again";
+  manifest["benchmarks"].push_back(again);
+  Write("densegate.json", manifest.dump(2));
+  Commit("two benchmarks");
+  Sh("sed -i '1i // A comment that changes nothing.' " + repo_ + "/checksum.h");
+  Commit("comment");
+  ScriptedProbe probe({});
+  EvalOutcome o = Eval(v1::NO_REGRESSION, {}, false, &probe);
+  ASSERT_EQ(o.verdict.metrics_size(), 2) << Reasons(o.verdict);
+  const int pairs = o.verdict.metrics(0).n_pairs();
+  ASSERT_GE(pairs, 2);
+  ASSERT_EQ(static_cast<int>(o.samples.size()), 4 * pairs);
+  // Pair 0 starts with the baseline, pair 1 with the candidate.
+  auto at = [&](int i) {
+    const v1::Sample& s = o.samples[i];
+    return absl::StrCat(s.pair_index(), " ", s.metric(), " ", v1::Arm_Name(s.arm()));
+  };
+  EXPECT_EQ(at(0), "0 checksum.time BASELINE");
+  EXPECT_EQ(at(1), "0 checksum.time CANDIDATE");
+  EXPECT_EQ(at(2), "0 checksum.time_again BASELINE");
+  EXPECT_EQ(at(3), "0 checksum.time_again CANDIDATE");
+  EXPECT_EQ(at(4), "1 checksum.time CANDIDATE");
+  EXPECT_EQ(at(5), "1 checksum.time BASELINE");
+  EXPECT_EQ(at(6), "1 checksum.time_again CANDIDATE");
+  EXPECT_EQ(at(7), "1 checksum.time_again BASELINE");
+  // Per benchmark: before each arm and after both.
+  EXPECT_EQ(probe.calls(), 1 + 6 * pairs);
 }
 
 // A machine that never settles: after max_pairs re-measures, pairs are kept
@@ -217,7 +253,7 @@ TEST_F(EvalTest, ReMeasuresStopAtTheBudget) {
   Sh("sed -i '1i // A comment that changes nothing.' " + repo_ + "/checksum.h");
   Commit("comment");
   std::set<int> slow;
-  for (int call = 1; call < 4000; call += 4) slow.insert(call);  // Every pair.
+  for (int call = 1; call < 3000; call += 3) slow.insert(call);  // Every pair.
   ScriptedProbe probe(slow);
   EvalOutcome o = Eval(v1::NO_REGRESSION, {}, false, &probe);
   const v1::Stage* stage = BenchmarkStage(o.verdict);

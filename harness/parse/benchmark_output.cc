@@ -101,6 +101,11 @@ absl::StatusOr<double> GoogleBenchmarkMetric(const std::vector<BenchmarkRun>& ru
         metric.source(), names.empty() ? "none" : absl::StrJoin(names, ", ")));
   }
   double v = Median(values);
+  if (metric.aggregate() == v1::REPETITION_BEST) {
+    v = metric.direction() == v1::HIGHER_IS_BETTER
+            ? *std::max_element(values.begin(), values.end())
+            : *std::min_element(values.begin(), values.end());
+  }
   if (!std::isfinite(v) || v <= 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("metric %s: value %g is not a positive number", metric.name(), v));

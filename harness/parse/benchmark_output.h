@@ -34,7 +34,9 @@ absl::StatusOr<std::vector<BenchmarkRun>> ParseGoogleBenchmarkJson(absl::string_
 
 // The value of `metric` (source = benchmark name, field = real_time,
 // cpu_time, bytes_per_second, items_per_second or a counter; default
-// real_time) in `runs`. With repetitions, the median over them.
+// real_time) in `runs`. With repetitions, the median over them, or the best
+// one (lowest or highest by the metric's direction) when the metric's
+// aggregate is REPETITION_BEST.
 absl::StatusOr<double> GoogleBenchmarkMetric(const std::vector<BenchmarkRun>& runs,
                                              const v1::MetricSpec& metric);
 

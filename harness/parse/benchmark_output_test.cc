@@ -45,6 +45,24 @@ TEST(GoogleBenchmarkTest, MedianOverRepetitionsInNanoseconds) {
   EXPECT_DOUBLE_EQ(*copy, 119e3);
 }
 
+TEST(GoogleBenchmarkTest, BestRepetitionFollowsTheDirection) {
+  auto runs = ParseGoogleBenchmarkJson(kBenchmarkJson);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  v1::MetricSpec time = Metric("BM_KdaDecode_fused/32", "real_time");
+  time.set_direction(v1::LOWER_IS_BETTER);
+  time.set_aggregate(v1::REPETITION_BEST);
+  EXPECT_DOUBLE_EQ(*GoogleBenchmarkMetric(*runs, time), 3.4e6);  // the fastest
+  v1::MetricSpec rate = Metric("BM_KdaDecode_fused/32", "bytes_per_second");
+  rate.set_direction(v1::HIGHER_IS_BETTER);
+  rate.set_aggregate(v1::REPETITION_BEST);
+  EXPECT_DOUBLE_EQ(*GoogleBenchmarkMetric(*runs, rate), 3.9e10);  // the highest
+  // One repetition: best and median agree.
+  v1::MetricSpec copy = Metric("BM_Copy", "real_time");
+  copy.set_direction(v1::LOWER_IS_BETTER);
+  copy.set_aggregate(v1::REPETITION_BEST);
+  EXPECT_DOUBLE_EQ(*GoogleBenchmarkMetric(*runs, copy), 120e3);
+}
+
 TEST(GoogleBenchmarkTest, ClaimedTimedSeconds) {
   auto runs = ParseGoogleBenchmarkJson(kBenchmarkJson);
   ASSERT_TRUE(runs.ok());

@@ -1,6 +1,6 @@
-// MachineProbe: a fixed piece of work the harness times right before and
-// right after each measured arm of a benchmark pair, to tell whether the
-// machine itself changed speed during the pair.
+// MachineProbe: a fixed piece of work the harness times right before each
+// measured process of a benchmark pair and after each benchmark's two, to
+// tell whether the machine itself changed speed during the pair.
 //
 // Why: on shared hosts (VMs) the memory system of a vCPU switches between
 // states for seconds to minutes at a time, whatever runs inside the guest.

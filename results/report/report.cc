@@ -128,13 +128,19 @@ const std::vector<std::string> kCandidateHeaders = {
     "speedup [interval]", "claims", "merge", "reason"};
 
 std::vector<std::string> ChangePointCells(const json& p) {
-  return {p["metric"], p["commit"], p["evaluation"],
+  return {p["metric"],
+          p["commit"],
+          p["at_landing"].get<bool>() ? "yes" : "no: inside one commit's samples (the machine moved)",
+          absl::StrFormat("%d of %d", p["index"].get<int>(), p["samples"].get<int>()),
           absl::StrFormat("%g", p["mean_before"].get<double>()),
           absl::StrFormat("%g", p["mean_after"].get<double>()),
           absl::StrFormat("%.3f", p["p_value"].get<double>())};
 }
 const std::vector<std::string> kChangePointHeaders = {
-    "metric", "at commit", "evaluation", "mean before", "mean after", "p"};
+    "metric", "commit", "at a landing", "sample", "mean before", "mean after", "p"};
+constexpr char kNoChangePoints[] =
+    "None found in the samples of the branch's successive tips (e-divisive, p <= 0.05, at least "
+    "3 samples on each side).";
 
 std::vector<std::string> NodeCells(const json& n) {
   return {n["name"], n["state"], absl::StrFormat("%.4f", n["calibration_noise"].get<double>())};
@@ -246,6 +252,113 @@ json Bisections(const std::vector<v1::Evaluation>& evaluations) {
   return out;
 }
 
+// One measurement of a commit that was its branch's tip.
+struct TipSample {
+  double value = 0;
+  std::string commit;
+  std::string evaluation;
+};
+
+// Each branch's history of each metric ("repo branch metric" -> samples),
+// sample by sample, as the input of change-point detection. Its commits in
+// landing order: the baseline of the branch's first evaluation in the
+// period, then each commit that landed. A commit's samples are the
+// baseline arms of every evaluation measured against it and the candidate
+// arm of the evaluation that landed it (the re-measure, for a merge
+// commit), evaluations in decision order, pairs in order. Why samples and
+// not verdicts: a branch sees few merges, and every evaluation measures its
+// tip again, so the samples locate a change to one commit where a handful
+// of verdicts could not.
+absl::StatusOr<std::map<std::string, std::vector<TipSample>>> TipHistories(
+    Store& store, const std::vector<v1::Evaluation>& evaluations, const std::string& branch) {
+  // Landed commits per branch, in order, and each commit's branch.
+  std::map<std::string, std::vector<std::string>> landed;
+  std::map<std::string, std::string> branch_of;
+  for (const v1::Evaluation& e : evaluations) {
+    const v1::Candidate& c = e.candidate();
+    if (c.target_branch().empty() || (!branch.empty() && c.target_branch() != branch)) continue;
+    const std::string key = absl::StrCat(c.repo(), " ", c.target_branch());
+    std::vector<std::string>& commits = landed[key];
+    auto add = [&](const std::string& sha) {
+      if (sha.empty() || branch_of.count(sha) > 0) return;
+      commits.push_back(sha);
+      branch_of[sha] = key;
+    };
+    if (commits.empty()) add(c.baseline_sha());
+    if (e.merge().state() == v1::MERGED) add(e.merge().merged_sha());
+  }
+  // Samples per (branch, metric, commit), in evaluation and pair order.
+  std::map<std::string, std::map<std::string, std::vector<TipSample>>> by_commit;
+  for (const v1::Evaluation& e : evaluations) {
+    const auto base = branch_of.find(e.candidate().baseline_sha());
+    const auto cand = branch_of.find(e.candidate().candidate_sha());
+    if (base == branch_of.end() && cand == branch_of.end()) continue;
+    absl::StatusOr<std::vector<v1::Sample>> samples = store.ListSamples(e.id());
+    if (!samples.ok()) return samples.status();
+    std::stable_sort(samples->begin(), samples->end(),
+                     [](const v1::Sample& a, const v1::Sample& b) {
+                       return a.pair_index() < b.pair_index();
+                     });
+    for (const v1::Sample& s : *samples) {
+      const bool baseline = s.arm() == v1::BASELINE;
+      const auto& at = baseline ? base : cand;
+      if (at == branch_of.end()) continue;
+      by_commit[absl::StrCat(at->second, " ", s.metric())][at->first].push_back(
+          {s.value(), at->first, e.id()});
+    }
+  }
+  std::map<std::string, std::vector<TipSample>> out;
+  for (const auto& [key, commits] : by_commit) {
+    const std::string branch_key = key.substr(0, key.rfind(' '));
+    std::vector<TipSample>& series = out[key];
+    for (const std::string& sha : landed[branch_key]) {
+      auto it = commits.find(sha);
+      if (it != commits.end()) series.insert(series.end(), it->second.begin(), it->second.end());
+    }
+  }
+  return out;
+}
+
+// E-divisive change points of each branch's tip history (TipHistories),
+// each with the commit of the first sample after it and whether that is
+// where the commit's samples begin: a change inside one commit's samples
+// is the machine moving, not the code.
+absl::StatusOr<json> ChangePoints(Store& store, const ReportRequest& request) {
+  // All of the repository's evaluations, not only the branch's: the
+  // re-measure that lands a merge commit targets no branch itself.
+  absl::StatusOr<std::vector<v1::Evaluation>> evaluations =
+      FinishedEvaluations(store, {request.repo, "", request.since});
+  if (!evaluations.ok()) return evaluations.status();
+  absl::StatusOr<std::map<std::string, std::vector<TipSample>>> histories =
+      TipHistories(store, *evaluations, request.branch);
+  if (!histories.ok()) return histories.status();
+  json out = json::array();
+  EDivisiveOptions options;
+  for (auto& [key, series] : *histories) {
+    // DetectChangePoints takes at most 5000 points: the latest.
+    if (series.size() > 5000) series.erase(series.begin(), series.end() - 5000);
+    if (series.size() < static_cast<size_t>(2 * options.min_segment)) continue;
+    std::vector<double> values;
+    for (const TipSample& p : series) values.push_back(p.value);
+    absl::StatusOr<std::vector<ChangePoint>> points = DetectChangePoints(values, options);
+    if (!points.ok()) return points.status();
+    const std::string metric = key.substr(key.rfind(' ') + 1);
+    for (const ChangePoint& p : *points) {
+      const TipSample& at = series[p.index];
+      out.push_back({{"metric", metric},
+                     {"commit", at.commit.substr(0, 12)},
+                     {"evaluation", at.evaluation},
+                     {"at_landing", series[p.index - 1].commit != at.commit},
+                     {"index", p.index},
+                     {"samples", series.size()},
+                     {"mean_before", p.mean_before},
+                     {"mean_after", p.mean_after},
+                     {"p_value", p.p_value}});
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<json> BuildReport(Store& store, const ReportRequest& request, absl::Time now) {
@@ -265,8 +378,6 @@ absl::StatusOr<json> BuildReport(Store& store, const ReportRequest& request, abs
   std::map<std::string, json> rejected;  // Reason code -> rows.
   // Per metric: the landed steps, in decision order.
   std::map<std::string, json> timeline;
-  // Per metric: (candidate value, evaluation) in decision order.
-  std::map<std::string, std::vector<std::pair<double, const v1::Evaluation*>>> history;
   for (const v1::Evaluation& e : *evaluations) {
     json row = CandidateRow(e);
     report["candidates"].push_back(row);
@@ -275,9 +386,6 @@ absl::StatusOr<json> BuildReport(Store& store, const ReportRequest& request, abs
       const std::string code = row.contains("reason") ? row["reason"]["code"].get<std::string>()
                                                       : "unspecified";
       rejected[code].push_back(row);
-    }
-    for (const auto& m : v.metrics()) {
-      history[m.metric()].push_back({m.candidate(), &e});
     }
     if (e.merge().state() != v1::MERGED) continue;
     for (const auto& m : v.metrics()) {
@@ -338,25 +446,9 @@ absl::StatusOr<json> BuildReport(Store& store, const ReportRequest& request, abs
   report["timeline"] = timeline;
   report["rejected"] = rejected;
 
-  report["change_points"] = json::array();
-  EDivisiveOptions options;
-  for (const auto& [metric, series] : history) {
-    if (series.size() < static_cast<size_t>(2 * options.min_segment)) continue;
-    std::vector<double> values;
-    for (const auto& point : series) values.push_back(point.first);
-    absl::StatusOr<std::vector<ChangePoint>> points = DetectChangePoints(values, options);
-    if (!points.ok()) return points.status();
-    for (const ChangePoint& p : *points) {
-      const v1::Evaluation& at = *series[p.index].second;
-      report["change_points"].push_back({{"metric", metric},
-                                         {"evaluation", at.id()},
-                                         {"commit", at.candidate().candidate_sha().substr(0, 12)},
-                                         {"index", p.index},
-                                         {"mean_before", p.mean_before},
-                                         {"mean_after", p.mean_after},
-                                         {"p_value", p.p_value}});
-    }
-  }
+  absl::StatusOr<json> change_points = ChangePoints(store, request);
+  if (!change_points.ok()) return change_points.status();
+  report["change_points"] = *std::move(change_points);
 
   absl::StatusOr<std::vector<v1::Node>> nodes = store.ListNodes({});
   if (!nodes.ok()) return nodes.status();
@@ -478,7 +570,7 @@ std::string RenderMarkdown(const json& r) {
   line("## Change points");
   line("");
   if (r["change_points"].empty()) {
-    line("None found (e-divisive needs at least 6 verdicts of a metric).");
+    line(kNoChangePoints);
   } else {
     md += MarkdownTable(kChangePointHeaders, Rows(r["change_points"], ChangePointCells));
   }
@@ -763,7 +855,7 @@ std::string RenderHtml(const nlohmann::json& r) {
 
   html += "<h2>Change points</h2>\n";
   html += r["change_points"].empty()
-              ? "<p>None found (e-divisive needs at least 6 verdicts of a metric).</p>\n"
+              ? absl::StrCat("<p>", kNoChangePoints, "</p>\n")
               : Table(kChangePointHeaders, Rows(r["change_points"], ChangePointCells));
 
   html += "<h2>Nodes</h2>\n";

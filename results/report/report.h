@@ -17,8 +17,11 @@
 //   precision    error vs context length against fp64, baseline and
 //                candidate, of the most recent evaluations with a precision
 //                stage (from the verdict's stage records)
-//   change_points  e-divisive change points in each metric's history of
-//                candidate values, with the evaluation each points at
+//   change_points  e-divisive change points in each branch's history of
+//                each metric: the samples of its successive tips (the
+//                first baseline, then each landed commit), each change with
+//                the commit it points at and whether it falls where that
+//                commit's samples begin
 //   bisections   each `densegate bisect` run found in the period: its
 //                metric and range, the commits it measured in range order
 //                with their intervals, and the culprit

@@ -30,22 +30,55 @@ class ReportTest : public ::testing::Test {
     ASSERT_TRUE(store_->RegisterNode("node-a", d).ok());
   }
 
+  // What one finished evaluation measured and how it ended.
+  struct Evaluated {
+    std::string id;
+    v1::Decision decision = v1::INCONCLUSIVE;
+    // kda.fused: the candidate's value in ns and its speedup.
+    double value = 100;
+    double speedup = 1;
+    v1::ReasonCode code = v1::REASON_CODE_UNSPECIFIED;
+    std::string campaign, hypothesis;
+    std::string target_branch = "main";
+    std::string baseline_sha = "base";
+    std::string candidate_sha;  // Empty: id + "-sha-0123456789".
+    // Set: the evaluation landed this commit on its branch.
+    std::string merged_sha;
+    // kda.fused samples per pair (baseline, candidate); empty: none.
+    std::vector<std::pair<double, double>> pairs;
+  };
+
   // One finished evaluation of `id` targeting main, whose verdict measured
-  // kda.fused at `value` ns with `speedup`; landed when `merge`.
+  // kda.fused at `value` ns with `speedup`; landed (fast-forward) when
+  // `merge`.
   std::string Finish(const std::string& id, v1::Decision decision, double value, double speedup,
                      v1::ReasonCode code = v1::REASON_CODE_UNSPECIFIED, bool merge = false,
                      const std::string& campaign = "", const std::string& hypothesis = "") {
+    Evaluated e;
+    e.id = id;
+    e.decision = decision;
+    e.value = value;
+    e.speedup = speedup;
+    e.code = code;
+    e.campaign = campaign;
+    e.hypothesis = hypothesis;
+    if (merge) e.merged_sha = id + "-sha-0123456789";
+    return Finish(e);
+  }
+
+  std::string Finish(const Evaluated& spec) {
     SubmitParams p;
-    p.candidate.set_id(id);
+    p.candidate.set_id(spec.id);
     p.candidate.set_repo("/repos/workload");
-    p.candidate.set_target_branch("main");
-    p.candidate.set_baseline_sha("base");
-    p.candidate.set_candidate_sha(id + "-sha-0123456789");
+    p.candidate.set_target_branch(spec.target_branch);
+    p.candidate.set_baseline_sha(spec.baseline_sha);
+    p.candidate.set_candidate_sha(spec.candidate_sha.empty() ? spec.id + "-sha-0123456789"
+                                                             : spec.candidate_sha);
     p.candidate.set_kind(v1::EXPERIMENT);
     p.candidate.set_submitter("agent:campaign-1");
     p.candidate.set_manifest_hash("m");
-    p.candidate.set_campaign(campaign);
-    p.candidate.set_hypothesis(hypothesis);
+    p.candidate.set_campaign(spec.campaign);
+    p.candidate.set_hypothesis(spec.hypothesis);
     absl::StatusOr<SubmitResult> submitted = store_->Submit(p);
     EXPECT_TRUE(submitted.ok()) << submitted.status();
     ClaimRequest claim;
@@ -54,20 +87,33 @@ class ReportTest : public ::testing::Test {
     claim.lease_duration = absl::Minutes(1);
     absl::StatusOr<std::vector<v1::Lease>> leases = store_->ClaimJobs(claim);
     EXPECT_TRUE(leases.ok() && leases->size() == 1);
+    const LeaseRef lease = {(*leases)[0].id(), "node-a"};
+    std::vector<v1::Sample> samples;
+    for (size_t i = 0; i < spec.pairs.size(); ++i) {
+      for (v1::Arm arm : {v1::BASELINE, v1::CANDIDATE}) {
+        v1::Sample& sample = samples.emplace_back();
+        sample.set_metric("kda.fused");
+        sample.set_arm(arm);
+        sample.set_pair_index(static_cast<int>(i));
+        sample.set_value(arm == v1::BASELINE ? spec.pairs[i].first : spec.pairs[i].second);
+        sample.set_unit("ns");
+      }
+    }
+    if (!samples.empty()) EXPECT_TRUE(store_->AppendSamples(lease, samples).ok());
     v1::Verdict v;
-    v.set_decision(decision);
+    v.set_decision(spec.decision);
     v.set_policy(v1::GAIN);
     v1::MetricComparison* m = v.add_metrics();
     m->set_metric("kda.fused");
     m->set_unit("ns");
     m->set_primary(true);
-    m->set_baseline(value * speedup);
-    m->set_candidate(value);
-    m->set_speedup(speedup);
-    m->set_ci_low(speedup * 0.95);
-    m->set_ci_high(speedup * 1.05);
+    m->set_baseline(spec.value * spec.speedup);
+    m->set_candidate(spec.value);
+    m->set_speedup(spec.speedup);
+    m->set_ci_low(spec.speedup * 0.95);
+    m->set_ci_high(spec.speedup * 1.05);
     m->set_n_pairs(12);
-    if (code == v1::PRECISION_FAILED) {
+    if (spec.code == v1::PRECISION_FAILED) {
       // The stage record of a long-context sweep: the candidate's error
       // grows 30x past the baseline's.
       v1::Stage* stage = v.add_stages();
@@ -86,18 +132,18 @@ class ReportTest : public ::testing::Test {
         p->set_rel_rms(3e-5 * len / 1024.0);
       }
     }
-    if (code != v1::REASON_CODE_UNSPECIFIED) {
+    if (spec.code != v1::REASON_CODE_UNSPECIFIED) {
       v1::Reason* r = v.add_reasons();
-      r->set_code(code);
-      r->set_message(absl::StrCat(id, ": ", v1::ReasonCode_Name(code)));
+      r->set_code(spec.code);
+      r->set_message(absl::StrCat(spec.id, ": ", v1::ReasonCode_Name(spec.code)));
     }
-    EXPECT_TRUE(store_->FinishLease({(*leases)[0].id(), "node-a"}, v).ok());
+    EXPECT_TRUE(store_->FinishLease(lease, v).ok());
     const std::string eval = submitted->evaluation.id();
-    if (merge) {
+    if (!spec.merged_sha.empty()) {
       EXPECT_TRUE(store_->EnqueueMerge(eval, "test").ok());
       v1::MergeStatus s;
       s.set_state(v1::MERGED);
-      s.set_merged_sha(id + "-merged-0123456789");
+      s.set_merged_sha(spec.merged_sha);
       EXPECT_TRUE(store_->UpdateMerge(eval, s, "test").ok());
     }
     return eval;
@@ -139,11 +185,8 @@ TEST_F(ReportTest, HeadlineRejectionsChangePointsAndNodesFromTheStore) {
   ASSERT_EQ(r["rejected"]["precision_failed"].size(), 1);
   EXPECT_EQ(r["rejected"].size(), 2);
 
-  ASSERT_EQ(r["change_points"].size(), 1) << r["change_points"].dump();
-  EXPECT_EQ(r["change_points"][0]["evaluation"], drop);
-  EXPECT_EQ(r["change_points"][0]["commit"], "c5-sha-01234");
-  EXPECT_GT(r["change_points"][0]["mean_before"].get<double>(), 95);
-  EXPECT_LT(r["change_points"][0]["mean_after"].get<double>(), 55);
+  // No samples were recorded, so there is no history to split.
+  EXPECT_TRUE(r["change_points"].empty()) << r["change_points"].dump();
 
   ASSERT_EQ(r["nodes"].size(), 1);
   EXPECT_EQ(r["nodes"][0]["name"], "node-a");
@@ -177,6 +220,54 @@ TEST_F(ReportTest, HeadlineRejectionsChangePointsAndNodesFromTheStore) {
   EXPECT_THAT(html, HasSubstr("speedup vs first version (x)"));
   EXPECT_THAT(html, HasSubstr("<h3>gaming (1)</h3>"));
   EXPECT_THAT(html, HasSubstr("<td>node-a</td>"));
+}
+
+TEST_F(ReportTest, ChangePointsSplitTheSamplesOfTheBranchsSuccessiveTips) {
+  // Eight pairs per evaluation around `base` and `cand` ns, +-1 ns.
+  auto pairs = [](double base, double cand) {
+    std::vector<std::pair<double, double>> out;
+    for (int i = 0; i < 8; ++i) out.push_back({base + (i % 3) - 1, cand + (i % 2) - 0.5});
+    return out;
+  };
+  // v0 at 100 ns. `fast` lands v1 at 50 ns; `slow` (70 ns) is rejected and
+  // measured nothing of the branch but its tip.
+  Evaluated fast{.id = "fast", .decision = v1::ACCEPT, .value = 50, .speedup = 2.0,
+                 .baseline_sha = "v0", .candidate_sha = "v1", .merged_sha = "v1",
+                 .pairs = pairs(100, 50)};
+  // Accepted against v0 before v1 landed, so it is re-measured on v1 (a
+  // scratch merge commit m3, no target branch) and lands m3: as fast as v1.
+  Evaluated late{.id = "late", .decision = v1::ACCEPT, .value = 99, .speedup = 1.01,
+                 .baseline_sha = "v0", .candidate_sha = "c3", .merged_sha = "m3",
+                 .pairs = pairs(100, 99)};
+  Evaluated remeasure{.id = "late-on-v1", .decision = v1::ACCEPT, .value = 50, .speedup = 1.0,
+                      .target_branch = "", .baseline_sha = "v1", .candidate_sha = "m3",
+                      .pairs = pairs(50, 50)};
+  Evaluated slow{.id = "slow", .decision = v1::REJECT, .value = 70, .speedup = 0.71,
+                 .code = v1::REGRESSION, .baseline_sha = "m3", .pairs = pairs(50, 70)};
+  const std::string fast_id = Finish(fast);
+  Finish(late);
+  Finish(remeasure);
+  Finish(slow);
+
+  ReportRequest request;
+  request.branch = "main";
+  absl::StatusOr<nlohmann::json> report = BuildReport(*store_, request, absl::FromUnixSeconds(0));
+  ASSERT_TRUE(report.ok()) << report.status();
+  const nlohmann::json& points = (*report)["change_points"];
+  // v0: 16 baseline samples (fast, late); v1: fast's 8 candidate samples
+  // and the re-measure's 8 baseline ones; m3: the re-measure's 8 candidate
+  // samples and slow's 8 baseline ones. Slow's own 70s are not the
+  // branch's.
+  ASSERT_EQ(points.size(), 1) << points.dump();
+  EXPECT_EQ(points[0]["metric"], "kda.fused");
+  EXPECT_EQ(points[0]["commit"], "v1");
+  EXPECT_EQ(points[0]["evaluation"], fast_id);
+  EXPECT_EQ(points[0]["at_landing"], true);
+  EXPECT_EQ(points[0]["index"], 16);
+  EXPECT_EQ(points[0]["samples"], 48);
+  EXPECT_NEAR(points[0]["mean_before"].get<double>(), 100, 1);
+  EXPECT_NEAR(points[0]["mean_after"].get<double>(), 50, 1);
+  EXPECT_THAT(RenderMarkdown(*report), HasSubstr("| kda.fused | v1 | yes | 16 of 48 |"));
 }
 
 // Runs headless Chromium on `page`: its console output (stderr) and the DOM
