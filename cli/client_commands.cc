@@ -88,8 +88,6 @@ std::string Json(const google::protobuf::Message& m) {
   return out;
 }
 
-std::string Lower(const std::string& s) { return absl::AsciiStrToLower(s); }
-
 int ExitFor(const v1::Evaluation& e) {
   if (e.state() != v1::FINISHED) return kExitInfrastructure;
   switch (e.verdict().decision()) {
@@ -104,12 +102,13 @@ int ExitFor(const v1::Evaluation& e) {
 
 void PrintEvaluation(const v1::Evaluation& e) {
   std::cout << absl::StrFormat("%s  %s  %s %s..%s  node=%s attempt=%d\n", e.id(),
-                               Lower(v1::EvaluationState_Name(e.state())),
+                               absl::AsciiStrToLower(v1::EvaluationState_Name(e.state())),
                                e.candidate().repo(), e.candidate().baseline_sha().substr(0, 8),
                                e.candidate().candidate_sha().substr(0, 8), e.node_id(),
                                e.attempt());
   if (e.has_verdict()) {
-    std::cout << "  decision: " << Lower(v1::Decision_Name(e.verdict().decision())) << "\n";
+    std::cout << "  decision: " << absl::AsciiStrToLower(v1::Decision_Name(e.verdict().decision()))
+              << "\n";
     for (const auto& m : e.verdict().metrics()) {
       std::cout << absl::StrFormat("  %-28s %8.3fx  [%.3f, %.3f]  %d pairs\n", m.metric(),
                                    m.speedup(), m.ci_low(), m.ci_high(), m.n_pairs());
@@ -118,7 +117,7 @@ void PrintEvaluation(const v1::Evaluation& e) {
   }
   if (e.merge().state() != v1::NOT_MERGING && e.merge().state() != v1::MERGE_STATE_UNSPECIFIED) {
     std::cout << absl::StrFormat("  merge into %s: %s%s%s\n", e.candidate().target_branch(),
-                                 Lower(v1::MergeState_Name(e.merge().state())),
+                                 absl::AsciiStrToLower(v1::MergeState_Name(e.merge().state())),
                                  e.merge().message().empty() ? "" : ": ", e.merge().message());
   }
 }
@@ -141,7 +140,7 @@ int Watch(const ClientArgs& a, const std::string& id) {
     } else if (ev.has_progress()) {
       progress.OnProgress(ev.progress());
     } else if (ev.event_case() == v1::EvaluationEvent::kState) {
-      progress.Line("state: " + Lower(v1::EvaluationState_Name(ev.state())));
+      progress.Line("state: " + absl::AsciiStrToLower(v1::EvaluationState_Name(ev.state())));
     }
   }
   grpc::Status s = reader->Finish();
@@ -321,7 +320,8 @@ int Bisect(const BisectArgs& a) {
       if (e->state() != v1::FINISHED || m == nullptr) {
         std::cerr << absl::StrFormat(
             "densegate bisect: %s at %s could not be measured (evaluation %s, %s%s)\n", a.metric,
-            commits[splits[i]].substr(0, 12), e->id(), Lower(v1::EvaluationState_Name(e->state())),
+            commits[splits[i]].substr(0, 12), e->id(),
+            absl::AsciiStrToLower(v1::EvaluationState_Name(e->state())),
             e->verdict().reasons().empty() ? "" : ": " + e->verdict().reasons(0).message());
         return kExitInconclusive;
       }

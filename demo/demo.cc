@@ -37,8 +37,6 @@ namespace fs = std::filesystem;
 
 constexpr int kExitMismatch = 1, kExitUsage = 2, kExitInfrastructure = 4;
 
-std::string Lower(const std::string& s) { return absl::AsciiStrToLower(s); }
-
 std::string RandomToken() {
   std::ifstream urandom("/dev/urandom", std::ios::binary);
   unsigned char bytes[16] = {};
@@ -344,7 +342,7 @@ absl::StatusOr<v1::Evaluation> Demo::Get(const std::string& id) {
 }
 
 std::string StageName(v1::StageKind k) {
-  std::string s = Lower(v1::StageKind_Name(k));
+  std::string s = absl::AsciiStrToLower(v1::StageKind_Name(k));
   std::replace(s.begin(), s.end(), '_', '-');
   return s;
 }
@@ -434,11 +432,11 @@ std::string Demo::NodeName(const std::string& id) {
 }
 
 std::string DecisionText(const v1::Evaluation& e) {
-  if (e.state() != v1::FINISHED) return Lower(v1::EvaluationState_Name(e.state()));
-  std::string text = Lower(v1::Decision_Name(e.verdict().decision()));
+  if (e.state() != v1::FINISHED) return absl::AsciiStrToLower(v1::EvaluationState_Name(e.state()));
+  std::string text = absl::AsciiStrToLower(v1::Decision_Name(e.verdict().decision()));
   for (const v1::Reason& r : e.verdict().reasons()) {
     if (r.code() != v1::VERIFIED && r.code() != v1::REASON_CODE_UNSPECIFIED) {
-      absl::StrAppend(&text, " (", Lower(v1::ReasonCode_Name(r.code())), ")");
+      absl::StrAppend(&text, " (", absl::AsciiStrToLower(v1::ReasonCode_Name(r.code())), ")");
       break;
     }
   }

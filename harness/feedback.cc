@@ -15,13 +15,11 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string Lower(const std::string& s) { return absl::AsciiStrToLower(s); }
-
-std::string StageName(v1::StageKind k) { return Lower(v1::StageKind_Name(k)); }
+std::string StageName(v1::StageKind k) { return absl::AsciiStrToLower(v1::StageKind_Name(k)); }
 
 std::string StatusName(v1::StageStatus s) {
   std::string name = v1::StageStatus_Name(s);
-  return Lower(name.substr(name.find('_') + 1));  // STAGE_PASSED -> passed
+  return absl::AsciiStrToLower(name.substr(name.find('_') + 1));  // STAGE_PASSED -> passed
 }
 
 std::string DirectionName(v1::Direction d) {
@@ -89,7 +87,7 @@ json VolumeChanges(const CounterMedians& c) {
 
 json VerdictJson(const v1::Verdict& v) {
   json out;
-  out["decision"] = Lower(v1::Decision_Name(v.decision()));
+  out["decision"] = absl::AsciiStrToLower(v1::Decision_Name(v.decision()));
   out["policy"] = v.policy() == v1::NO_REGRESSION ? "no-regression" : "gain";
   out["reasons"] = json::array();
   for (const auto& r : v.reasons()) out["reasons"].push_back(r.message());
@@ -123,7 +121,7 @@ json VerdictJson(const v1::Verdict& v) {
 
 json FeedbackJson(const v1::Verdict& v, const std::vector<CounterMedians>& counters) {
   json out;
-  out["decision"] = Lower(v1::Decision_Name(v.decision()));
+  out["decision"] = absl::AsciiStrToLower(v1::Decision_Name(v.decision()));
   std::vector<const v1::MetricComparison*> moved, unchanged;
   for (const auto& m : v.metrics()) {
     bool beyond_noise = m.ci_low() > 1 || m.ci_high() < 1;
@@ -174,7 +172,7 @@ json FeedbackJson(const v1::Verdict& v, const std::vector<CounterMedians>& count
   }
   out["why"] = json::array();
   for (const auto& r : v.reasons()) {
-    out["why"].push_back({{"code", Lower(v1::ReasonCode_Name(r.code()))},
+    out["why"].push_back({{"code", absl::AsciiStrToLower(v1::ReasonCode_Name(r.code()))},
                           {"stage", StageName(r.stage())},
                           {"message", r.message()}});
   }
@@ -222,7 +220,7 @@ void WriteFeedbackBundle(const std::string& dir, const v1::Verdict* verdict,
   json sample_list = json::array();
   for (const auto& s : samples) {
     sample_list.push_back({{"metric", s.metric()},
-                           {"arm", Lower(v1::Arm_Name(s.arm()))},
+                           {"arm", absl::AsciiStrToLower(v1::Arm_Name(s.arm()))},
                            {"pair", s.pair_index()},
                            {"value", s.value()},
                            {"unit", s.unit()},

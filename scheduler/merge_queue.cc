@@ -26,15 +26,14 @@ std::vector<std::string> WithIdentity(std::vector<std::string> args) {
 
 std::string Short(const std::string& sha) { return sha.substr(0, 12); }
 
-std::string Lower(const std::string& s) { return absl::AsciiStrToLower(s); }
-
 }  // namespace
 
 std::string MergeNote(const v1::Evaluation& accepted, const std::string& original_id) {
   const v1::Verdict& v = accepted.verdict();
-  std::string note = absl::StrFormat(
-      "densegate: %s (policy %s), evaluation %s", Lower(v1::Decision_Name(v.decision())),
-      v.policy() == v1::NO_REGRESSION ? "no-regression" : "gain", accepted.id());
+  std::string note =
+      absl::StrFormat("densegate: %s (policy %s), evaluation %s",
+                      absl::AsciiStrToLower(v1::Decision_Name(v.decision())),
+                      v.policy() == v1::NO_REGRESSION ? "no-regression" : "gain", accepted.id());
   if (!original_id.empty()) {
     absl::StrAppend(&note, ", re-measure of ", original_id, " against the moved tip");
   }
@@ -121,8 +120,8 @@ absl::Status MergeQueue::Step(const results::MergeEntry& entry) {
     if (r->state() == v1::QUEUED || r->state() == v1::RUNNING) return absl::OkStatus();
     if (r->state() != v1::FINISHED || r->verdict().decision() != v1::ACCEPT) {
       std::string outcome = r->state() == v1::FINISHED
-                                ? Lower(v1::Decision_Name(r->verdict().decision()))
-                                : Lower(v1::EvaluationState_Name(r->state()));
+                                ? absl::AsciiStrToLower(v1::Decision_Name(r->verdict().decision()))
+                                : absl::AsciiStrToLower(v1::EvaluationState_Name(r->state()));
       std::vector<std::string> reasons;
       for (const v1::Reason& reason : r->verdict().reasons()) reasons.push_back(reason.message());
       return Fail(entry.evaluation_id,

@@ -20,8 +20,6 @@ namespace {
 using json = nlohmann::json;
 using google::protobuf::util::TimeUtil;
 
-std::string Lower(const std::string& s) { return absl::AsciiStrToLower(s); }
-
 // Precision charts kept in a report (the most recent evaluations').
 constexpr size_t kMaxPrecisionCharts = 12;
 
@@ -80,12 +78,12 @@ json CandidateRow(const v1::Evaluation& e) {
   const v1::Verdict& v = e.verdict();
   json row = {{"evaluation", e.id()},
               {"submitter", e.candidate().submitter()},
-              {"kind", Lower(v1::CandidateKind_Name(e.candidate().kind()))},
+              {"kind", absl::AsciiStrToLower(v1::CandidateKind_Name(e.candidate().kind()))},
               {"commit", e.candidate().candidate_sha().substr(0, 12)},
               {"hypothesis", e.candidate().hypothesis()},
-              {"decision", Lower(v1::Decision_Name(v.decision()))},
+              {"decision", absl::AsciiStrToLower(v1::Decision_Name(v.decision()))},
               {"decided_at", Time(v.decided_at())},
-              {"merge", Lower(v1::MergeState_Name(e.merge().state()))}};
+              {"merge", absl::AsciiStrToLower(v1::MergeState_Name(e.merge().state()))}};
   if (const v1::MetricComparison* m = Headline(v)) {
     row["metric"] = {{"name", m->metric()},
                      {"speedup", m->speedup()},
@@ -99,7 +97,8 @@ json CandidateRow(const v1::Evaluation& e) {
         {{"metric", c.metric()}, {"claimed", c.claimed()}, {"verified", c.verified()}});
   }
   if (const v1::Reason* r = DecidingReason(v)) {
-    row["reason"] = {{"code", Lower(v1::ReasonCode_Name(r->code()))}, {"message", r->message()}};
+    row["reason"] = {{"code", absl::AsciiStrToLower(v1::ReasonCode_Name(r->code()))},
+                     {"message", r->message()}};
   }
   return row;
 }
@@ -418,14 +417,15 @@ absl::StatusOr<json> BuildReport(Store& store, const ReportRequest& request, abs
           for (const v1::PrecisionPoint& p : list) out.push_back({p.length(), p.rel_rms()});
           return out;
         };
-        report["precision"].push_back({{"evaluation", e->id()},
-                                       {"commit", e->candidate().candidate_sha().substr(0, 12)},
-                                       {"decision", Lower(v1::Decision_Name(e->verdict().decision()))},
-                                       {"suite", c.suite()},
-                                       {"op", c.op()},
-                                       {"bound", c.max_rel_rms()},
-                                       {"baseline", points(c.baseline())},
-                                       {"candidate", points(c.candidate())}});
+        report["precision"].push_back(
+            {{"evaluation", e->id()},
+             {"commit", e->candidate().candidate_sha().substr(0, 12)},
+             {"decision", absl::AsciiStrToLower(v1::Decision_Name(e->verdict().decision()))},
+             {"suite", c.suite()},
+             {"op", c.op()},
+             {"bound", c.max_rel_rms()},
+             {"baseline", points(c.baseline())},
+             {"candidate", points(c.candidate())}});
       }
     }
   }
@@ -455,7 +455,7 @@ absl::StatusOr<json> BuildReport(Store& store, const ReportRequest& request, abs
   report["nodes"] = json::array();
   for (const v1::Node& n : *nodes) {
     report["nodes"].push_back({{"name", n.name()},
-                               {"state", Lower(v1::NodeState_Name(n.state()))},
+                               {"state", absl::AsciiStrToLower(v1::NodeState_Name(n.state()))},
                                {"calibration_noise", n.calibration_noise()},
                                {"fingerprint", n.dimensions().fingerprint()}});
   }

@@ -99,7 +99,9 @@ class ReportTest : public ::testing::Test {
         sample.set_unit("ns");
       }
     }
-    if (!samples.empty()) EXPECT_TRUE(store_->AppendSamples(lease, samples).ok());
+    if (!samples.empty()) {
+      EXPECT_TRUE(store_->AppendSamples(lease, samples).ok());
+    }
     v1::Verdict v;
     v.set_decision(spec.decision);
     v.set_policy(v1::GAIN);
