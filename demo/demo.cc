@@ -87,7 +87,7 @@ class Demo {
  private:
   absl::Status Prepare();
   absl::Status StartServices();
-  absl::Status StartNode(size_t i);  // (Re)starts node_specs_[i].
+  absl::Status StartNode(size_t i);  // Starts node_specs_[i].
   absl::Status AwaitNodes();
   absl::Status SubmitAll();
   void Follow(Row* row);
@@ -237,7 +237,6 @@ absl::Status Demo::StartServices() {
 
 absl::Status Demo::StartNode(size_t i) {
   const NodeSpec& spec = node_specs_[i];
-  if (nodes_[i] != nullptr) nodes_[i]->Stop(absl::Seconds(2));
   absl::StatusOr<std::unique_ptr<ServiceProcess>> n = ServiceProcess::Start(
       spec.argv, o_.out_dir + "/logs/" + spec.name + ".log", spec.cpus);
   if (!n.ok()) return n.status();
@@ -245,14 +244,17 @@ absl::Status Demo::StartNode(size_t i) {
   return absl::OkStatus();
 }
 
-// Both nodes must pass their A/A calibration. A node quarantined at join is
-// restarted (it registers and calibrates again) a few times: a burst of
-// load elsewhere on the machine should not end the demo, sustained noise
-// should.
+// Both nodes must pass their A/A calibration. A quarantined node is left
+// running: the scheduler has it calibrate again right away and then once a
+// minute, so a burst of load elsewhere on the machine does not end the
+// demo, sustained noise does. (Restarting it instead killed the
+// recalibration it was running, whose lease then had to expire first.)
 absl::Status Demo::AwaitNodes() {
   constexpr int kCalibrationAttempts = 3;
-  std::map<std::string, int> attempts;  // Quarantines seen per node name.
-  const absl::Time deadline = absl::Now() + absl::Seconds(180);
+  // Failed calibrations seen per node name, and the noise of the last one.
+  std::map<std::string, int> failed;
+  std::map<std::string, double> last_noise;
+  const absl::Time deadline = absl::Now() + absl::Seconds(240);
   while (true) {
     grpc::ClientContext ctx;
     Attach(&ctx, tokens_.admin);
@@ -260,14 +262,28 @@ absl::Status Demo::AwaitNodes() {
     grpc::Status s = stub_->ListNodes(&ctx, v1::ListNodesRequest(), &resp);
     if (!s.ok()) return absl::UnavailableError("ListNodes: " + s.error_message());
     std::map<std::string, const v1::Node*> active;
-    std::map<std::string, std::vector<const v1::Node*>> quarantined;
     for (const v1::Node& n : resp.nodes()) {
       {
         std::lock_guard<std::mutex> lock(mu_);
         node_names_[n.id()] = n.name();
       }
       if (n.state() == v1::ACTIVE) active[n.name()] = &n;
-      if (n.state() == v1::QUARANTINED) quarantined[n.name()].push_back(&n);
+      // A new result: quarantined with another noise than the last seen.
+      if (n.state() != v1::QUARANTINED || (last_noise.count(n.name()) > 0 &&
+                                           last_noise[n.name()] == n.calibration_noise())) {
+        continue;
+      }
+      last_noise[n.name()] = n.calibration_noise();
+      const std::string noise = absl::StrFormat("%.1f%%", 100 * n.calibration_noise());
+      if (++failed[n.name()] >= kCalibrationAttempts) {
+        return absl::UnavailableError(absl::StrFormat(
+            "%s quarantined %d times (calibration noise %s): this machine is too noisy "
+            "for gate work right now (stop other load and run again)",
+            n.name(), failed[n.name()], noise));
+      }
+      out_ << absl::StrFormat(
+          "%s quarantined (calibration noise %s); the scheduler calibrates it again\n", n.name(),
+          noise);
     }
     if (active.size() == node_specs_.size()) {
       for (const auto& [name, n] : active) {
@@ -275,22 +291,6 @@ absl::Status Demo::AwaitNodes() {
                                 100 * n->calibration_noise());
       }
       return absl::OkStatus();
-    }
-    for (size_t i = 0; i < node_specs_.size(); ++i) {
-      const std::string& name = node_specs_[i].name;
-      const std::vector<const v1::Node*>& q = quarantined[name];
-      if (active.count(name) || static_cast<int>(q.size()) <= attempts[name]) continue;
-      attempts[name] = static_cast<int>(q.size());
-      const std::string noise = absl::StrFormat("%.1f%%", 100 * q.back()->calibration_noise());
-      if (attempts[name] >= kCalibrationAttempts) {
-        return absl::UnavailableError(absl::StrFormat(
-            "%s quarantined %d times (calibration noise up to %s): this machine is too noisy "
-            "for gate work right now (stop other load and run again)",
-            name, attempts[name], noise));
-      }
-      out_ << absl::StrFormat("%s quarantined (calibration noise %s); calibrating again\n", name,
-                              noise);
-      if (absl::Status st = StartNode(i); !st.ok()) return st;
     }
     for (const auto& n : nodes_) {
       if (!n->Running()) return absl::UnavailableError("a node exited; see " + n->log_path());

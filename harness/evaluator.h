@@ -87,13 +87,13 @@ struct EvaluatorOptions {
   // processes of each benchmark of a pair run under it exclusively, every
   // other stage shared.
   HostLock* host_lock = nullptr;
-  // Timed before each measured process and after each benchmark's last one
-  // (see MachineProbe). A pair whose probe times differ by more than
-  // `max_probe_spread`
-  // (slowest / fastest) ran across a change of the machine's speed: its
-  // samples are dropped and the pair is measured again, at most
-  // max_pairs times per evaluation (after that pairs are kept as measured;
-  // the stage summary says how many of each). Null: no probe.
+  // Timed before each measured process and after each benchmark's two runs
+  // of a pair (see MachineProbe). When the probe times around those two
+  // differ by more than `max_probe_spread` (slowest / fastest), they ran
+  // across a change of the machine's speed: their samples are dropped and
+  // that benchmark of the pair is measured again, at most max_pairs times
+  // per evaluation (after that they are kept as measured; the stage
+  // summary says how many of each). Null: no probe.
   MachineProbe* machine_probe = nullptr;
   // Between the probe's two states on the VM measured in machine_probe.h
   // (1.05x and 1.85x its best time).
