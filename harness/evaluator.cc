@@ -509,11 +509,11 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   auto before_runs = [&] {
     return Added{metrics_, samples_.size(), counter_samples_, next_sample_id};
   };
-  // True when the runs since `before` are to be measured again: the probe
-  // moved more than max_probe_spread within them and the re-measure budget
-  // is not spent. Then they are taken back.
+  // True when the runs of pair `pairs` since `before` are to be measured
+  // again: the probe moved more than max_probe_spread within them and the
+  // re-measure budget is not spent. Then they are taken back.
   auto measure_again = [&](const Added& before, const std::vector<double>& probe_seconds,
-                           const std::string& benchmark, int pair, int planned) {
+                           const std::string& benchmark) {
     if (probe_seconds.empty()) return false;
     const auto [fastest, slowest] = std::minmax_element(probe_seconds.begin(), probe_seconds.end());
     if (*slowest <= *fastest * options_.max_probe_spread) return false;
@@ -525,11 +525,11 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
     if (listener_) {
       v1::Progress p;
       p.set_stage(v1::MICROBENCHMARK);
-      p.set_repetition(pair);
-      p.set_repetitions_planned(planned);
+      p.set_repetition(pairs);
+      p.set_repetitions_planned(target);
       p.set_message(absl::StrFormat(
           "%s, pair %d measured again: the machine probe took %.2f-%.2f ms within it", benchmark,
-          pair + 1, 1e3 * *fastest, 1e3 * *slowest));
+          pairs + 1, 1e3 * *fastest, 1e3 * *slowest));
       listener_->OnProgress(p);
     }
     metrics_ = before.metrics;
@@ -538,7 +538,7 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
     next_sample_id = before.next_id;
     return true;
   };
-  // Runs `run_arm` for both arms of one benchmark of pair `pair` (ABBA: even
+  // Runs `run_arm` for both arms of one benchmark of pair `pairs` (ABBA: even
   // pairs the baseline first), back to back under one hold of the host lock
   // (the machine to themselves), so that a slow spell of the host lasting
   // seconds meets both arms, not one (arm by arm, with two nodes taking
@@ -546,7 +546,7 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   // both; the two are measured again while measure_again says so. run_arm
   // returns false to end the stage (it recorded why).
   auto measure_both_arms =
-      [&](const std::string& benchmark, int pair,
+      [&](const std::string& benchmark,
           absl::FunctionRef<absl::StatusOr<bool>(bool candidate, const std::string& arm)> run_arm)
       -> absl::StatusOr<bool> {
     for (bool again = true; again;) {
@@ -555,14 +555,14 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
       {
         HostLock::Guard measuring(options_.host_lock, HostLock::Mode::kExclusive);
         for (int turn = 0; turn < 2; ++turn) {
-          const bool candidate = (pair % 2 == 0) == (turn == 1);
+          const bool candidate = (pairs % 2 == 0) == (turn == 1);
           if (probe != nullptr) probe_seconds.push_back(probe->Seconds());
           absl::StatusOr<bool> ok = run_arm(candidate, candidate ? "candidate" : "baseline");
           if (!ok.ok() || !*ok) return ok;
         }
         if (probe != nullptr) probe_seconds.push_back(probe->Seconds());
       }
-      again = measure_again(before, probe_seconds, benchmark, pair, target);
+      again = measure_again(before, probe_seconds, benchmark);
     }
     return true;
   };
@@ -576,7 +576,7 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
       size_t first_metric = 0;
       for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
         absl::StatusOr<bool> measured = measure_both_arms(
-            b.name(), pairs, [&](bool candidate, const std::string& arm) -> absl::StatusOr<bool> {
+            b.name(), [&](bool candidate, const std::string& arm) -> absl::StatusOr<bool> {
               size_t metric_index = first_metric;
               std::string command = b.command();
               if (b.kind() == v1::GOOGLE_BENCHMARK) command += " --benchmark_format=json";
@@ -680,7 +680,7 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
       }
       for (const v1::KernelCheck* c : timed_checks) {
         absl::StatusOr<bool> measured = measure_both_arms(
-            c->name(), pairs, [&](bool candidate, const std::string& arm) -> absl::StatusOr<bool> {
+            c->name(), [&](bool candidate, const std::string& arm) -> absl::StatusOr<bool> {
               size_t metric_index = first_metric;
               std::string name = absl::StrFormat("timed-%s-%s-%d", c->name(), arm, pairs);
               KernelCheckSetup setup = CheckSetup(candidate, name);

@@ -46,6 +46,8 @@ const v1::Reason* DecidingReason(const v1::Verdict& v) {
   return v.reasons().empty() ? nullptr : &v.reasons(0);
 }
 
+// The finished evaluations of the request's repository and period, every
+// branch's (and none's), in decision order.
 absl::StatusOr<std::vector<v1::Evaluation>> FinishedEvaluations(Store& store,
                                                                 const ReportRequest& request) {
   std::vector<v1::Evaluation> out;
@@ -60,9 +62,7 @@ absl::StatusOr<std::vector<v1::Evaluation>> FinishedEvaluations(Store& store,
     absl::StatusOr<v1::ListEvaluationsResponse> page = store.ListEvaluations(q);
     if (!page.ok()) return page.status();
     for (const v1::Evaluation& e : page->evaluations()) {
-      if (!e.has_verdict()) continue;
-      if (!request.branch.empty() && e.candidate().target_branch() != request.branch) continue;
-      out.push_back(e);
+      if (e.has_verdict()) out.push_back(e);
     }
     if (page->next_page_token().empty()) break;
     q.set_page_token(page->next_page_token());
@@ -322,14 +322,12 @@ absl::StatusOr<std::map<std::string, std::vector<TipSample>>> TipHistories(
 // each with the commit of the first sample after it and whether that is
 // where the commit's samples begin: a change inside one commit's samples
 // is the machine moving, not the code.
-absl::StatusOr<json> ChangePoints(Store& store, const ReportRequest& request) {
-  // All of the repository's evaluations, not only the branch's: the
-  // re-measure that lands a merge commit targets no branch itself.
-  absl::StatusOr<std::vector<v1::Evaluation>> evaluations =
-      FinishedEvaluations(store, {request.repo, "", request.since});
-  if (!evaluations.ok()) return evaluations.status();
+// `evaluations`: all of the repository's, not only the branch's, since the
+// re-measure that lands a merge commit targets no branch itself.
+absl::StatusOr<json> ChangePoints(Store& store, const std::vector<v1::Evaluation>& evaluations,
+                                  const std::string& branch) {
   absl::StatusOr<std::map<std::string, std::vector<TipSample>>> histories =
-      TipHistories(store, *evaluations, request.branch);
+      TipHistories(store, evaluations, branch);
   if (!histories.ok()) return histories.status();
   json out = json::array();
   EDivisiveOptions options;
@@ -361,8 +359,15 @@ absl::StatusOr<json> ChangePoints(Store& store, const ReportRequest& request) {
 }  // namespace
 
 absl::StatusOr<json> BuildReport(Store& store, const ReportRequest& request, absl::Time now) {
-  absl::StatusOr<std::vector<v1::Evaluation>> evaluations = FinishedEvaluations(store, request);
-  if (!evaluations.ok()) return evaluations.status();
+  absl::StatusOr<std::vector<v1::Evaluation>> all = FinishedEvaluations(store, request);
+  if (!all.ok()) return all.status();
+  // The branch's candidates (all of them without a branch).
+  std::vector<v1::Evaluation> evaluations;
+  for (const v1::Evaluation& e : *all) {
+    if (request.branch.empty() || e.candidate().target_branch() == request.branch) {
+      evaluations.push_back(e);
+    }
+  }
 
   json report;
   report["generated_at"] = absl::FormatTime("%Y-%m-%d %H:%M:%SZ", now, absl::UTCTimeZone());
@@ -377,7 +382,7 @@ absl::StatusOr<json> BuildReport(Store& store, const ReportRequest& request, abs
   std::map<std::string, json> rejected;  // Reason code -> rows.
   // Per metric: the landed steps, in decision order.
   std::map<std::string, json> timeline;
-  for (const v1::Evaluation& e : *evaluations) {
+  for (const v1::Evaluation& e : evaluations) {
     json row = CandidateRow(e);
     report["candidates"].push_back(row);
     const v1::Verdict& v = e.verdict();
@@ -407,7 +412,7 @@ absl::StatusOr<json> BuildReport(Store& store, const ReportRequest& request, abs
 
   // Precision curves of the most recent evaluations that ran the stage.
   report["precision"] = json::array();
-  for (auto e = evaluations->rbegin(); e != evaluations->rend(); ++e) {
+  for (auto e = evaluations.rbegin(); e != evaluations.rend(); ++e) {
     for (const v1::Stage& stage : e->verdict().stages()) {
       if (stage.kind() != v1::PRECISION) continue;
       for (const v1::PrecisionCurve& c : stage.curves()) {
@@ -430,7 +435,7 @@ absl::StatusOr<json> BuildReport(Store& store, const ReportRequest& request, abs
     }
   }
 
-  report["bisections"] = Bisections(*evaluations);
+  report["bisections"] = Bisections(evaluations);
 
   report["headline"] = json::array();
   for (const auto& [metric, steps] : timeline) {
@@ -446,7 +451,7 @@ absl::StatusOr<json> BuildReport(Store& store, const ReportRequest& request, abs
   report["timeline"] = timeline;
   report["rejected"] = rejected;
 
-  absl::StatusOr<json> change_points = ChangePoints(store, request);
+  absl::StatusOr<json> change_points = ChangePoints(store, *all, request.branch);
   if (!change_points.ok()) return change_points.status();
   report["change_points"] = *std::move(change_points);
 
