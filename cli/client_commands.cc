@@ -110,8 +110,7 @@ void PrintEvaluation(const v1::Evaluation& e) {
     std::cout << "  decision: " << absl::AsciiStrToLower(v1::Decision_Name(e.verdict().decision()))
               << "\n";
     for (const auto& m : e.verdict().metrics()) {
-      std::cout << absl::StrFormat("  %-28s %8.3fx  [%.3f, %.3f]  %d pairs\n", m.metric(),
-                                   m.speedup(), m.ci_low(), m.ci_high(), m.n_pairs());
+      std::cout << absl::StrFormat("  %-28s %s\n", m.metric(), results::SpeedupText(m));
     }
     for (const auto& r : e.verdict().reasons()) std::cout << "  - " << r.message() << "\n";
   }

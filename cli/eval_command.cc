@@ -13,6 +13,7 @@
 #include "harness/evaluator.h"
 #include "harness/feedback.h"
 #include "harness/process/machine_probe.h"
+#include "results/report/report.h"
 
 namespace densegate::cli {
 namespace {
@@ -47,9 +48,11 @@ absl::StatusOr<v1::Claim> ParseClaim(const std::string& text) {
 void PrintHuman(const v1::Verdict& v) {
   std::cout << "decision: " << absl::AsciiStrToLower(v1::Decision_Name(v.decision())) << "\n";
   for (const auto& m : v.metrics()) {
-    std::cout << absl::StrFormat("  %-28s %8.3fx  [%.3f, %.3f]  %d pairs  (%g -> %g %s)\n",
-                                 m.metric(), m.speedup(), m.ci_low(), m.ci_high(), m.n_pairs(),
-                                 m.baseline(), m.candidate(), m.unit());
+    std::cout << absl::StrFormat("  %-28s %s", m.metric(), results::SpeedupText(m));
+    if (!m.inputs_identical()) {
+      std::cout << absl::StrFormat("  (%g -> %g %s)", m.baseline(), m.candidate(), m.unit());
+    }
+    std::cout << "\n";
   }
   for (const auto& r : v.reasons()) std::cout << "  - " << r.message() << "\n";
 }

@@ -509,8 +509,7 @@ bool Demo::WaitAndShow() {
 std::string Metrics(const v1::Verdict& v) {
   std::vector<std::string> parts;
   for (const v1::MetricComparison& m : v.metrics()) {
-    parts.push_back(absl::StrFormat("%s %.2fx [%.2f, %.2f]", m.metric(), m.speedup(), m.ci_low(),
-                                    m.ci_high()));
+    parts.push_back(absl::StrCat(m.metric(), " ", results::SpeedupText(m)));
   }
   return absl::StrJoin(parts, "; ");
 }

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "absl/functional/function_ref.h"
@@ -19,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "google/protobuf/util/time_util.h"
 #include "harness/feedback.h"
+#include "harness/identity/benchmark_inputs.h"
 #include "harness/parse/benchmark_output.h"
 #include "harness/runner/kernel_check.h"
 #include "harness/runner/precision_suite.h"
@@ -122,6 +124,10 @@ class Evaluation {
   bool KernelChecks(StageRun* run, std::vector<std::string>* failed, int* passed);
   absl::StatusOr<bool> Precision();
   absl::StatusOr<bool> Benchmarks();
+  // Compares the inputs of each benchmark with skip_when_identical; those
+  // byte-identical in both arms go to unchanged_ and their metrics are
+  // marked inputs_identical (never measured). Call once metrics_ is built.
+  void FindUnchangedBenchmarks();
   KernelCheckSetup CheckSetup(bool candidate, const std::string& log_name) const;
   // ResourceExhausted when the workspace's filesystem is below
   // options_.min_free_bytes or, after a failed stage (`after_failure`), a
@@ -149,6 +155,8 @@ class Evaluation {
   absl::Status infrastructure_;
   std::vector<v1::Sample> samples_;
   std::vector<MetricSamples> metrics_;
+  // Benchmarks not measured: their inputs were identical in both arms.
+  std::set<std::string> unchanged_;
   // Benchmark -> counter -> values per arm (baseline, candidate).
   std::map<std::string, std::map<std::string, std::pair<std::vector<double>, std::vector<double>>>>
       counter_samples_;
@@ -487,11 +495,17 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
     (b.kind() == v1::GOOGLE_BENCHMARK ? has_micro : has_e2e) = true;
   }
+
   // Both kinds run interleaved in one ABBA loop so that the gate sees every
   // metric at each look; the loop is recorded under the first stage kind.
   StageRun micro(has_micro ? v1::MICROBENCHMARK : v1::END_TO_END, listener_, &stages_);
+  FindUnchangedBenchmarks();
+  const bool nothing_to_measure =
+      timed_checks.empty() && unchanged_.size() == static_cast<size_t>(manifest_.benchmarks_size());
+  // The metric the per-pair progress line shows: the first one measured.
+  const MetricSamples* shown = nullptr;
   int pairs = 0;
-  int target = results::PlanLooks(gate_input_.params).pairs.front();
+  int target = nothing_to_measure ? 0 : results::PlanLooks(gate_input_.params).pairs.front();
   int64_t next_sample_id = 1;
   // Pairs measured again because the machine probe moved during them, and
   // pairs kept although it did (once the re-measure budget was spent).
@@ -575,6 +589,10 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
       }
       size_t first_metric = 0;
       for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
+        if (unchanged_.count(b.name())) {
+          first_metric += b.metrics_size();
+          continue;
+        }
         absl::StatusOr<bool> measured = measure_both_arms(
             b.name(), [&](bool candidate, const std::string& arm) -> absl::StatusOr<bool> {
               size_t metric_index = first_metric;
@@ -725,7 +743,15 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
         p.set_stage(v1::MICROBENCHMARK);
         p.set_repetition(pairs + 1);
         p.set_repetitions_planned(target);
-        const MetricSamples& first = metrics_.front();
+        if (shown == nullptr) {
+          for (const MetricSamples& m : metrics_) {
+            if (!m.inputs_identical) {
+              shown = &m;
+              break;
+            }
+          }
+        }
+        const MetricSamples& first = *shown;
         double ratio = first.direction == v1::LOWER_IS_BETTER
                            ? first.baseline.back() / first.candidate.back()
                            : first.candidate.back() / first.baseline.back();
@@ -745,8 +771,17 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   }
   bool regressed = false;
   for (const v1::Reason& r : gate_.reasons) regressed |= r.code() == v1::REGRESSION;
-  std::string summary = absl::StrFormat("%d pairs, ABBA, fresh process each: %s",
-                                        gate_.pairs_used, v1::Decision_Name(gate_.decision));
+  std::string summary =
+      nothing_to_measure
+          ? absl::StrFormat("not measured, every benchmark's inputs are byte-identical in both "
+                            "arms: %s",
+                            v1::Decision_Name(gate_.decision))
+          : absl::StrFormat("%d pairs, ABBA, fresh process each: %s", gate_.pairs_used,
+                            v1::Decision_Name(gate_.decision));
+  if (!nothing_to_measure && !unchanged_.empty()) {
+    absl::StrAppend(&summary, "; not measured, inputs byte-identical in both arms: ",
+                    absl::StrJoin(unchanged_, ", "));
+  }
   if (remeasured > 0) {
     absl::StrAppendFormat(&summary,
                           "; %d pair(s) measured again: the machine probe's time moved more "
@@ -774,6 +809,39 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
     Skip(has_micro ? v1::END_TO_END : v1::MICROBENCHMARK, "none declared", listener_, &stages_);
   }
   return true;
+}
+
+void Evaluation::FindUnchangedBenchmarks() {
+  size_t first_metric = 0;
+  for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
+    const size_t metrics = b.metrics_size();
+    first_metric += metrics;
+    if (!b.skip_when_identical()) continue;
+    absl::StatusOr<InputComparison> inputs =
+        CompareBenchmarkInputs(b, checkout_.baseline_dir, checkout_.candidate_dir);
+    std::string message;
+    if (!inputs.ok()) {
+      message = absl::StrFormat("%s: measured, its inputs could not be compared: %s", b.name(),
+                                inputs.status().message());
+    } else if (!inputs->identical) {
+      message = absl::StrFormat("%s: measured, its inputs differ (%s)", b.name(),
+                                inputs->difference);
+    } else {
+      message = absl::StrFormat(
+          "%s: not measured, its inputs are byte-identical in both arms (%d files, %.1f MiB)",
+          b.name(), inputs->files, inputs->bytes / 1048576.0);
+      unchanged_.insert(b.name());
+      for (size_t i = first_metric - metrics; i < first_metric; ++i) {
+        metrics_[i].inputs_identical = true;
+      }
+    }
+    if (listener_ != nullptr) {
+      v1::Progress p;
+      p.set_stage(v1::MICROBENCHMARK);
+      p.set_message(message);
+      listener_->OnProgress(p);
+    }
+  }
 }
 
 absl::Status Evaluation::CheckDiskSpace(bool after_failure) const {
@@ -822,7 +890,7 @@ std::string Evaluation::Traces() {
   const std::string dir = std::filesystem::absolute(request_.out_dir, ec).string() + "/traces";
   std::vector<std::string> notes;
   for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
-    if (b.trace_arg().empty()) continue;
+    if (b.trace_arg().empty() || unchanged_.count(b.name())) continue;
     std::filesystem::create_directories(dir, ec);
     for (bool candidate : {false, true}) {
       const std::string arm = candidate ? "candidate" : "baseline";

@@ -271,6 +271,41 @@ void CheckPrecision(Checker& c, const Manifest& m, UniqueNames& suites) {
   }
 }
 
+// skip_when_identical compares what the command reads, so the command must
+// be one program named by its path in the checkout: a pipe, a list or a
+// substitution could run something the comparison never saw.
+void CheckInputIdentity(Checker& c, const std::string& f, const v1::BenchmarkSpec& b) {
+  if (!b.skip_when_identical()) {
+    if (!b.reads().empty()) {
+      c.Error(f + ".reads", "only used with skip_when_identical");
+    }
+    return;
+  }
+  for (absl::string_view op : {"|", ";", "&", "<", ">", "`", "$(", "${", "\n"}) {
+    if (absl::StrContains(b.command(), op)) {
+      c.Error(f + ".command",
+              absl::StrFormat("skip_when_identical needs one program, but the command has "
+                              "\"%s\"; move the pipeline into a script and name it in reads",
+                              op == "\n" ? "a newline" : std::string(op)));
+      return;
+    }
+  }
+  const std::string executable = BenchmarkExecutable(b);
+  if (!absl::StrContains(executable, '/') ||
+      absl::StrContains(executable, '\'') || absl::StrContains(executable, '"')) {
+    c.Error(f + ".command",
+            absl::StrFormat("skip_when_identical needs the first word to be the executable's "
+                            "path in the checkout (e.g. bazel-bin/pkg/bench), not \"%s\"",
+                            executable));
+    return;
+  }
+  CheckRelativePath(c, f + ".command", executable);
+  for (int i = 0; i < b.reads_size(); ++i) {
+    c.NonEmpty(Indexed(f + ".reads", i), b.reads(i), "a path in the checkout");
+    CheckRelativePath(c, Indexed(f + ".reads", i), b.reads(i));
+  }
+}
+
 void CheckBenchmarks(Checker& c, const Manifest& m, UniqueNames& suites,
                      UniqueNames& metrics, int* primary_count) {
   for (int i = 0; i < m.benchmarks_size(); ++i) {
@@ -318,6 +353,7 @@ void CheckBenchmarks(Checker& c, const Manifest& m, UniqueNames& suites,
       }
       if (metric.primary()) ++*primary_count;
     }
+    CheckInputIdentity(c, f, b);
     if (b.kind() != v1::JSON_COMMAND) {
       if (!b.counters().empty()) c.Error(f + ".counters", "only used with kind JSON_COMMAND");
       if (!b.trace_arg().empty()) c.Error(f + ".trace_arg", "only used with kind JSON_COMMAND");
@@ -588,6 +624,12 @@ absl::StatusOr<Manifest> LoadManifestFile(const std::string& path,
         absl::StrFormat("%s: %d error(s) in the manifest", path, errors->size()));
   }
   return manifest;
+}
+
+std::string BenchmarkExecutable(const v1::BenchmarkSpec& b) {
+  std::vector<absl::string_view> words =
+      absl::StrSplit(b.command(), absl::ByAnyChar(" \t"), absl::SkipEmpty());
+  return words.empty() ? "" : std::string(words.front());
 }
 
 }  // namespace densegate

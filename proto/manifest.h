@@ -62,6 +62,10 @@ inline constexpr absl::string_view kManifestFileName = "densegate.json";
 const std::vector<std::string>& KnownKernelOps();
 const std::vector<std::string>& KnownPrecisionOps();
 
+// A benchmark command's first word: with skip_when_identical, its
+// executable's path relative to the checkout.
+std::string BenchmarkExecutable(const densegate::v1::BenchmarkSpec& b);
+
 // Parses JSON text into a manifest. On failure returns the errors (at least
 // one), each naming the field or the line and column.
 absl::StatusOr<densegate::v1::Manifest> ParseManifest(

@@ -58,7 +58,8 @@ json ValidManifest() {
        "metrics": [{"name": "kda_decode.fused_b32", "source": "BM_KdaDecode_fused/32",
                     "field": "real_time", "unit": "ns", "aggregate": "REPETITION_BEST",
                     "direction": "LOWER_IS_BETTER", "primary": true}]},
-      {"name": "serve", "kind": "JSON_COMMAND", "command": "bin/serve_bench",
+      {"name": "serve", "kind": "JSON_COMMAND", "command": "bin/serve_bench --rate=inf",
+       "skip_when_identical": true, "reads": ["tests/"],
        "metrics": [{"name": "serve.output_tps", "source": "output_throughput",
                     "unit": "tok/s", "direction": "HIGHER_IS_BETTER"}]}
     ],
@@ -91,6 +92,14 @@ TEST(ManifestTest, RepetitionAggregateParsesAndDefaultsToMedian) {
   ASSERT_TRUE(m.ok()) << Describe(errors);
   EXPECT_EQ(m->benchmarks(0).metrics(0).aggregate(), v1::REPETITION_BEST);
   EXPECT_EQ(m->benchmarks(1).metrics(0).aggregate(), v1::REPETITION_MEDIAN);
+}
+
+TEST(ManifestTest, BenchmarkExecutableIsTheCommandsFirstWord) {
+  v1::BenchmarkSpec b;
+  b.set_command("  bazel-bin/kernels/bench\t--benchmark_filter='x$' --n=2");
+  EXPECT_EQ(BenchmarkExecutable(b), "bazel-bin/kernels/bench");
+  b.set_command("");
+  EXPECT_EQ(BenchmarkExecutable(b), "");
 }
 
 struct InvalidCase {
@@ -235,6 +244,24 @@ INSTANTIATE_TEST_SUITE_P(
         {"CountersOnGoogleBenchmark",
          [](json& j) { j["benchmarks"][0]["counters"] = "stages"; },
          "benchmarks[0].counters", "only used with kind JSON_COMMAND"},
+        {"ReadsWithoutSkipWhenIdentical",
+         [](json& j) { j["benchmarks"][0]["reads"] = {"tests"}; }, "benchmarks[0].reads",
+         "only used with skip_when_identical"},
+        {"SkipWhenIdenticalWithPipeline",
+         [](json& j) { j["benchmarks"][1]["command"] = "bin/serve_bench | tee out.json"; },
+         "benchmarks[1].command", "needs one program, but the command has \"|\""},
+        {"SkipWhenIdenticalWithSubstitution",
+         [](json& j) { j["benchmarks"][1]["command"] = "bin/serve_bench --n=$(nproc)"; },
+         "benchmarks[1].command", "has \"$(\""},
+        {"SkipWhenIdenticalOnPathProgram",
+         [](json& j) { j["benchmarks"][1]["command"] = "python3 bench.py"; },
+         "benchmarks[1].command", "the executable's path in the checkout"},
+        {"SkipWhenIdenticalExecutableEscapes",
+         [](json& j) { j["benchmarks"][1]["command"] = "../bin/serve_bench"; },
+         "benchmarks[1].command", "must not leave the repository"},
+        {"ReadsAbsolute",
+         [](json& j) { j["benchmarks"][1]["reads"].push_back("/etc/passwd"); },
+         "benchmarks[1].reads[1]", "relative to the repository root"},
         {"TraceArgWithoutPath", [](json& j) { j["benchmarks"][1]["trace_arg"] = "--trace"; },
          "benchmarks[1].trace_arg", "must contain {path}"},
     }),

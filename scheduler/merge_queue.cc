@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "proto/manifest.h"
+#include "results/report/report.h"
 
 namespace densegate::scheduler {
 namespace {
@@ -39,8 +40,7 @@ std::string MergeNote(const v1::Evaluation& accepted, const std::string& origina
   }
   absl::StrAppend(&note, "\n");
   for (const v1::MetricComparison& m : v.metrics()) {
-    absl::StrAppendFormat(&note, "%s: %.3fx [%.3f, %.3f], %d pairs\n", m.metric(), m.speedup(),
-                          m.ci_low(), m.ci_high(), m.n_pairs());
+    absl::StrAppend(&note, m.metric(), ": ", results::SpeedupText(m), "\n");
   }
   for (const v1::ClaimResult& c : v.claims()) {
     absl::StrAppendFormat(&note, "claim %s >= %.2fx: %s\n", c.metric(), c.claimed(),

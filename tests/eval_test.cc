@@ -187,6 +187,54 @@ const v1::Stage* BenchmarkStage(const v1::Verdict& v) {
   return nullptr;
 }
 
+// With skip_when_identical, a benchmark whose executable is byte-identical in
+// both arms (a comment moves no code of this one) is not run: the verdict
+// rests on no pairs. A candidate that changes the executable is measured.
+TEST_F(EvalTest, BenchmarkWithIdenticalInputsIsNotMeasured) {
+  nlohmann::json manifest = nlohmann::json::parse(std::ifstream(repo_ + "/densegate.json"));
+  manifest["benchmarks"][0]["skip_when_identical"] = true;
+  manifest["benchmarks"][0]["reads"] = {"checksum.data"};
+  Write("densegate.json", manifest.dump(2));
+  Commit("skip a benchmark whose inputs are identical");
+  Sh("sed -i '1i // A comment that changes nothing.' " + repo_ + "/checksum.h");
+  Commit("comment");
+  EvalOutcome neutral = Eval(v1::NO_REGRESSION);
+  const v1::Verdict& v = neutral.verdict;
+  EXPECT_EQ(v.decision(), v1::ACCEPT) << Reasons(v);
+  ASSERT_EQ(v.metrics_size(), 1);
+  EXPECT_TRUE(v.metrics(0).inputs_identical());
+  EXPECT_EQ(v.metrics(0).n_pairs(), 0);
+  EXPECT_TRUE(neutral.samples.empty());
+  EXPECT_TRUE(HasReason(v, v1::VERIFIED, "unchanged by construction")) << Reasons(v);
+  const v1::Stage* stage = BenchmarkStage(v);
+  ASSERT_NE(stage, nullptr);
+  EXPECT_EQ(stage->status(), v1::STAGE_PASSED);
+  EXPECT_THAT(stage->summary(), HasSubstr("not measured, every benchmark's inputs are "
+                                          "byte-identical in both arms"));
+
+  // Under GAIN the same candidate is rejected at once: nothing can have gained.
+  EvalOutcome gain = Eval(v1::GAIN);
+  EXPECT_EQ(gain.verdict.decision(), v1::REJECT) << Reasons(gain.verdict);
+  EXPECT_TRUE(HasReason(gain.verdict, v1::NO_VERIFIED_GAIN, "byte-identical"))
+      << Reasons(gain.verdict);
+
+  // A declared read that changes is measured.
+  Write("checksum.data", "1 2 3\n");
+  Commit("data the benchmark reads");
+  EvalOutcome data = Eval(v1::NO_REGRESSION);
+  ASSERT_EQ(data.verdict.metrics_size(), 1);
+  EXPECT_FALSE(data.verdict.metrics(0).inputs_identical());
+  EXPECT_GT(data.verdict.metrics(0).n_pairs(), 0);
+
+  Write("checksum.h", kFastChecksum);
+  Commit("faster checksum");
+  EvalOutcome faster = Eval(v1::GAIN);
+  ASSERT_EQ(faster.verdict.metrics_size(), 1);
+  EXPECT_FALSE(faster.verdict.metrics(0).inputs_identical());
+  EXPECT_EQ(faster.verdict.decision(), v1::ACCEPT) << Reasons(faster.verdict);
+  EXPECT_FALSE(faster.samples.empty());
+}
+
 // Call 0 warms the probe; then each pair calls it 3 times (the fixture has
 // one benchmark: before each arm's process and after both). Pair 2 starting
 // slow (call 1 + 3 + 3 = 7) means the machine changed speed within the

@@ -53,6 +53,7 @@ struct MetricLook {
   Interval bounds;  // At the look's alpha, log units.
   double p_regression;
   bool regressed = false;
+  bool identical() const { return samples->inputs_identical; }
 };
 
 struct LookDecision {
@@ -72,6 +73,11 @@ v1::Reason MakeReason(v1::ReasonCode code, v1::StageKind stage,
 }
 
 std::string Describe(const MetricLook& m, int n) {
+  if (m.identical()) {
+    return absl::StrFormat("%s: not measured, its benchmark's inputs are byte-identical in "
+                           "both arms (unchanged)",
+                           m.samples->name);
+  }
   return absl::StrFormat("%s: speedup %s [%s, %s] over %d pairs",
                          m.samples->name, Ratio(m.estimate), Ratio(m.bounds.low),
                          Ratio(m.bounds.high), n);
@@ -155,13 +161,26 @@ absl::StatusOr<GateResult> Evaluate(const GateInput& input) {
   std::vector<std::vector<double>> ratios;
   std::map<std::string, size_t> by_name;
   int available = input.params.max_pairs;
-  int primaries = 0;
+  // Primary metrics, and those measured (Bonferroni divides among these).
+  int primaries = 0, measured_primaries = 0, measured = 0;
   for (size_t i = 0; i < input.metrics.size(); ++i) {
     const MetricSamples& m = input.metrics[i];
     if (m.direction != v1::LOWER_IS_BETTER && m.direction != v1::HIGHER_IS_BETTER) {
       return absl::InvalidArgumentError(
           absl::StrFormat("metric %s has no direction", m.name));
     }
+    by_name[m.name] = i;
+    if (m.primary) ++primaries;
+    if (m.inputs_identical) {
+      if (!m.baseline.empty() || !m.candidate.empty()) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "metric %s is marked inputs-identical (not measured) but has samples", m.name));
+      }
+      ratios.emplace_back();
+      continue;
+    }
+    ++measured;
+    if (m.primary) ++measured_primaries;
     auto r = PairedLogRatios(m.baseline, m.candidate,
                              m.direction == v1::LOWER_IS_BETTER ? Better::kLower
                                                                  : Better::kHigher);
@@ -171,8 +190,6 @@ absl::StatusOr<GateResult> Evaluate(const GateInput& input) {
     }
     available = std::min<int>(available, r->size());
     ratios.push_back(*std::move(r));
-    by_name[m.name] = i;
-    if (m.primary) ++primaries;
   }
   if (input.policy == v1::GAIN && primaries == 0) {
     return absl::InvalidArgumentError(
@@ -194,6 +211,8 @@ absl::StatusOr<GateResult> Evaluate(const GateInput& input) {
   const double gain_threshold = std::log1p(p.min_effect);
   const double regression_floor = -std::log1p(p.regression_budget);
   SequentialPlan plan = PlanLooks(p);
+  // Nothing to measure: one look, at zero pairs.
+  if (measured == 0) plan = {{0}, {(1 - p.confidence) / 2}};
 
   std::vector<MetricLook> looks;
   for (size_t l = 0; l < plan.pairs.size(); ++l) {
@@ -205,11 +224,15 @@ absl::StatusOr<GateResult> Evaluate(const GateInput& input) {
     }
     bool last = l + 1 == plan.pairs.size();
     double alpha = plan.alpha[l];
-    double primary_alpha = alpha / std::max(primaries, 1);
+    double primary_alpha = alpha / std::max(measured_primaries, 1);
 
     looks.clear();
     std::vector<double> p_regression;
     for (size_t i = 0; i < input.metrics.size(); ++i) {
+      if (input.metrics[i].inputs_identical) {
+        looks.push_back(MetricLook{&input.metrics[i], 0, {0, 0}, 1});
+        continue;
+      }
       absl::Span<const double> r(ratios[i].data(), n);
       MetricLook m{&input.metrics[i], HodgesLehmann(r), {}, 0};
       double a = m.samples->primary ? primary_alpha : alpha;
@@ -219,7 +242,9 @@ absl::StatusOr<GateResult> Evaluate(const GateInput& input) {
       looks.push_back(m);
     }
     std::vector<bool> regressed = BenjaminiHochberg(p_regression, alpha);
-    for (size_t i = 0; i < looks.size(); ++i) looks[i].regressed = regressed[i];
+    for (size_t i = 0, j = 0; i < looks.size(); ++i) {
+      if (!looks[i].identical()) looks[i].regressed = regressed[j++];
+    }
 
     LookDecision d;
     for (const MetricLook& m : looks) {
@@ -231,7 +256,7 @@ absl::StatusOr<GateResult> Evaluate(const GateInput& input) {
             absl::StrFormat("%s: slower beyond the %.1f%% budget (p = %.2g, "
                             "Benjamini-Hochberg across %d metrics)",
                             Describe(m, n), 100 * p.regression_budget,
-                            m.p_regression, looks.size())));
+                            m.p_regression, measured)));
       }
     }
     // Claims decide when they are verified or refuted.
@@ -253,7 +278,10 @@ absl::StatusOr<GateResult> Evaluate(const GateInput& input) {
     if (!d.stop && input.policy == v1::GAIN) {
       bool all_below = true;
       for (const MetricLook& m : looks) {
-        if (m.samples->primary && !(m.bounds.high < gain_threshold)) all_below = false;
+        // A metric with identical inputs cannot gain, even at min_effect 0.
+        if (m.samples->primary && !m.identical() && !(m.bounds.high < gain_threshold)) {
+          all_below = false;
+        }
       }
       if (!gains.empty() && all_cleared && (claims_decided || last)) {
         d.stop = true;
@@ -271,19 +299,27 @@ absl::StatusOr<GateResult> Evaluate(const GateInput& input) {
           if (!m.samples->primary) continue;
           d.reasons.push_back(MakeReason(
               v1::NO_VERIFIED_GAIN, m.samples->stage, m.samples->name,
-              absl::StrFormat("%s: upper bound below the %.1f%% minimum effect, "
-                              "no gain",
-                              Describe(m, n), 100 * p.min_effect)));
+              m.identical() ? Describe(m, n) + ": no gain"
+                            : absl::StrFormat("%s: upper bound below the %.1f%% minimum "
+                                              "effect, no gain",
+                                              Describe(m, n), 100 * p.min_effect)));
         }
       }
     } else if (!d.stop && all_cleared && (claims_decided || last)) {  // NO_REGRESSION
       d.stop = true;
       d.decision = v1::ACCEPT;
-      d.reasons.push_back(MakeReason(
-          v1::VERIFIED, looks.front().samples->stage, "",
-          absl::StrFormat("every metric's slowdown is bounded within the "
-                          "%.1f%% budget over %d pairs",
-                          100 * p.regression_budget, n)));
+      std::string message =
+          measured == 0
+              ? "no benchmark's inputs changed: every metric is unchanged by construction"
+              : absl::StrFormat("every metric's slowdown is bounded within the %.1f%% budget "
+                                "over %d pairs",
+                                100 * p.regression_budget, n);
+      if (measured > 0 && measured < static_cast<int>(looks.size())) {
+        absl::StrAppendFormat(&message, " (%d not measured: their inputs were identical)",
+                              looks.size() - measured);
+      }
+      d.reasons.push_back(
+          MakeReason(v1::VERIFIED, looks.front().samples->stage, "", std::move(message)));
     }
     if (!d.stop && last) {
       d.stop = true;
@@ -293,7 +329,7 @@ absl::StatusOr<GateResult> Evaluate(const GateInput& input) {
       const bool gain_verified = input.policy == v1::GAIN && !gains.empty();
       for (const MetricLook& m : looks) {
         bool gain_open = input.policy == v1::GAIN && m.samples->primary && !gain_verified &&
-                         !(m.bounds.low > gain_threshold);
+                         !m.identical() && !(m.bounds.low > gain_threshold);
         if (gain_open) {
           d.reasons.push_back(MakeReason(
               v1::UNDECIDED, m.samples->stage, m.samples->name,
@@ -320,7 +356,6 @@ absl::StatusOr<GateResult> Evaluate(const GateInput& input) {
     for (size_t i = 0; i < looks.size(); ++i) {
       const MetricLook& m = looks[i];
       const MetricSamples& s = *m.samples;
-      absl::Span<const double> r(ratios[i].data(), n);
       v1::MetricComparison c;
       c.set_metric(s.name);
       c.set_unit(s.unit);
@@ -328,6 +363,18 @@ absl::StatusOr<GateResult> Evaluate(const GateInput& input) {
       c.set_primary(s.primary);
       c.set_stage(s.stage);
       c.set_roofline_speedup(s.roofline_speedup);
+      if (m.identical()) {
+        c.set_inputs_identical(true);
+        c.set_speedup(1);
+        c.set_ci_low(1);
+        c.set_ci_high(1);
+        c.set_p_value(1);
+        c.set_bootstrap_low(1);
+        c.set_bootstrap_high(1);
+        result.metrics.push_back(std::move(c));
+        continue;
+      }
+      absl::Span<const double> r(ratios[i].data(), n);
       c.set_baseline(Median(std::vector<double>(s.baseline.begin(), s.baseline.begin() + n)));
       c.set_candidate(Median(std::vector<double>(s.candidate.begin(), s.candidate.begin() + n)));
       c.set_speedup(std::exp(m.estimate));
@@ -365,15 +412,16 @@ absl::StatusOr<GateResult> Evaluate(const GateInput& input) {
       cr.set_ci_high(std::exp(m.bounds.high));
       double target = claim.min_speedup() * p.claim_tolerance;
       cr.set_verified(std::exp(m.bounds.low) >= target);
+      const std::string evidence =
+          m.identical() ? Describe(m, n)
+                        : absl::StrFormat("measured %s [%s, %s], needs a lower bound >= %.3fx",
+                                          Ratio(m.estimate), Ratio(m.bounds.low),
+                                          Ratio(m.bounds.high), target);
       result.reasons.push_back(MakeReason(
           cr.verified() ? v1::VERIFIED : v1::CLAIM_NOT_VERIFIED, m.samples->stage,
           claim.metric(),
-          absl::StrFormat("claim %s >= %.2fx %s: measured %s [%s, %s], needs a "
-                          "lower bound >= %.3fx",
-                          claim.metric(), claim.min_speedup(),
-                          cr.verified() ? "verified" : "not verified",
-                          Ratio(m.estimate), Ratio(m.bounds.low),
-                          Ratio(m.bounds.high), target)));
+          absl::StrFormat("claim %s >= %.2fx %s: %s", claim.metric(), claim.min_speedup(),
+                          cr.verified() ? "verified" : "not verified", evidence)));
       result.claims.push_back(std::move(cr));
     }
     return result;

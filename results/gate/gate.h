@@ -26,6 +26,8 @@
 //     1 / (1 + regression_budget);
 //   * otherwise measure more pairs; at the last look the result is
 //     inconclusive.
+// A metric whose inputs were identical in both arms is taken as exactly 1x
+// (an interval [1, 1]); when every metric is, the decision takes no pairs.
 // A claim "metric >= X" is verified when the lower bound reaches
 // X * claim_tolerance. A speedup estimate above the sanity ceiling (or a
 // metric's roofline) turns an accept into inconclusive, flagged for review.
@@ -85,6 +87,10 @@ struct MetricSamples {
   // Largest physically plausible speedup (e.g. from the memory-bandwidth
   // roofline); 0 when unknown.
   double roofline_speedup = 0;
+  // Not measured (no samples): the benchmark's inputs were byte-identical in
+  // both arms, so the metric is exactly unchanged. It never regresses,
+  // never gains, and spends none of the error budget.
+  bool inputs_identical = false;
 };
 
 struct GateInput {
@@ -113,8 +119,9 @@ struct GateResult {
 };
 
 // InvalidArgument for: bad parameters, a policy that isn't GAIN or
-// NO_REGRESSION, no metrics (unless a stage failed), samples that are empty,
-// non-finite, non-positive or of mismatched lengths, GAIN without a primary
+// NO_REGRESSION, no metrics (unless a stage failed), samples that are empty
+// (or present on an inputs_identical metric), non-finite, non-positive or of
+// mismatched lengths, GAIN without a primary
 // metric, a claim on an unknown metric or with a claimed speedup <= 0.
 absl::StatusOr<GateResult> Evaluate(const GateInput& input);
 

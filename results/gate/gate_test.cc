@@ -122,6 +122,76 @@ TEST(GateTest, NoOpIsNotAGainButPassesNoRegression) {
   EXPECT_EQ(neutral->decision, v1::ACCEPT) << Reasons(*neutral);
 }
 
+MetricSamples Identical(const std::string& name, bool primary = true) {
+  MetricSamples m = Times(name, 1, 0, 0, 0, primary);
+  m.inputs_identical = true;
+  return m;
+}
+
+TEST(GateTest, AllInputsIdenticalDecidesWithoutPairs) {
+  auto neutral = Evaluate(Input(v1::NO_REGRESSION, {Identical("kernel"), Identical("serve")}));
+  ASSERT_TRUE(neutral.ok()) << neutral.status();
+  EXPECT_FALSE(neutral->needs_more_pairs);
+  EXPECT_EQ(neutral->decision, v1::ACCEPT) << Reasons(*neutral);
+  EXPECT_EQ(neutral->pairs_used, 0);
+  EXPECT_TRUE(HasReason(*neutral, v1::VERIFIED, "unchanged by construction")) << Reasons(*neutral);
+  ASSERT_EQ(neutral->metrics.size(), 2);
+  for (const v1::MetricComparison& c : neutral->metrics) {
+    EXPECT_TRUE(c.inputs_identical());
+    EXPECT_EQ(c.speedup(), 1);
+    EXPECT_EQ(c.ci_low(), 1);
+    EXPECT_EQ(c.ci_high(), 1);
+    EXPECT_EQ(c.n_pairs(), 0);
+    EXPECT_FALSE(c.significant());
+  }
+
+  // Under GAIN nothing can have gained, even with a zero minimum effect; a
+  // claim on it is refuted, not left open.
+  GateInput in = Input(v1::GAIN, {Identical("kernel")});
+  in.params.min_effect = 0;
+  v1::Claim claim;
+  claim.set_metric("kernel");
+  claim.set_min_speedup(1.7);
+  in.claims.push_back(claim);
+  auto gain = Evaluate(in);
+  ASSERT_TRUE(gain.ok()) << gain.status();
+  EXPECT_EQ(gain->decision, v1::REJECT) << Reasons(*gain);
+  EXPECT_TRUE(HasReason(*gain, v1::NO_VERIFIED_GAIN, "inputs are byte-identical")) << Reasons(*gain);
+  ASSERT_EQ(gain->claims.size(), 1);
+  EXPECT_FALSE(gain->claims[0].verified());
+  EXPECT_TRUE(HasReason(*gain, v1::CLAIM_NOT_VERIFIED, "claim kernel >= 1.70x not verified: kernel: "
+                                                        "not measured"))
+      << Reasons(*gain);
+}
+
+TEST(GateTest, IdenticalMetricBesideMeasuredOnesSpendsNoBudget) {
+  // FP8's shape: the serving metric gains, the kernel's inputs are the same.
+  GateInput in = Input(v1::GAIN, {Identical("kernel"), Times("serve", 1.4, 30, 0.01, 21)});
+  auto r = Evaluate(in);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->decision, v1::ACCEPT) << Reasons(*r);
+  EXPECT_EQ(r->pairs_used, 6);
+  // With one measured primary metric, Bonferroni does not divide: the bounds
+  // are those of the serving metric alone.
+  auto alone = Evaluate(Input(v1::GAIN, {Times("serve", 1.4, 30, 0.01, 21)}));
+  ASSERT_TRUE(alone.ok());
+  EXPECT_EQ(r->metrics[1].ci_low(), alone->metrics[0].ci_low());
+  EXPECT_TRUE(r->metrics[0].inputs_identical());
+
+  auto neutral = Evaluate(Input(v1::NO_REGRESSION, {Identical("kernel"),
+                                                    Times("serve", 1.0, 30, 0.005, 3)}));
+  ASSERT_TRUE(neutral.ok());
+  EXPECT_EQ(neutral->decision, v1::ACCEPT) << Reasons(*neutral);
+  EXPECT_TRUE(HasReason(*neutral, v1::VERIFIED, "(1 not measured: their inputs were identical)"))
+      << Reasons(*neutral);
+
+  // A measured metric that regresses still rejects.
+  auto slower = Evaluate(Input(v1::NO_REGRESSION, {Identical("kernel"),
+                                                   Times("serve", 0.8, 30, 0.01, 4)}));
+  ASSERT_TRUE(slower.ok());
+  EXPECT_EQ(slower->decision, v1::REJECT) << Reasons(*slower);
+}
+
 TEST(GateTest, RegressionRejectedNamingMetricAndNumbers) {
   auto r = Evaluate(Input(v1::NO_REGRESSION,
                           {Times("serve.output_tps", 0.8, 30, 0.01, 4)}));
@@ -259,6 +329,9 @@ INSTANTIATE_TEST_SUITE_P(
            c.set_min_speedup(2);
            in.claims.push_back(c);
          }, "unknown metric \"nope\""},
+        {"SamplesOnAnIdenticalMetric",
+         [](GateInput& in) { in.metrics[0].inputs_identical = true; },
+         "marked inputs-identical (not measured) but has samples"},
         {"UnspecifiedPolicy", [](GateInput& in) { in.policy = v1::POLICY_UNSPECIFIED; },
          "GAIN or NO_REGRESSION"},
     }),

@@ -31,7 +31,11 @@ std::string Time(const google::protobuf::Timestamp& t) {
 
 // The metric a candidate is judged by: its first primary metric, else its
 // first metric; null when the verdict has none.
+// The first measured primary metric, else the first primary one.
 const v1::MetricComparison* Headline(const v1::Verdict& v) {
+  for (const auto& m : v.metrics()) {
+    if (m.primary() && !m.inputs_identical()) return &m;
+  }
   for (const auto& m : v.metrics()) {
     if (m.primary()) return &m;
   }
@@ -89,7 +93,9 @@ json CandidateRow(const v1::Evaluation& e) {
                      {"speedup", m->speedup()},
                      {"ci_low", m->ci_low()},
                      {"ci_high", m->ci_high()},
-                     {"n_pairs", m->n_pairs()}};
+                     {"n_pairs", m->n_pairs()},
+                     {"inputs_identical", m->inputs_identical()},
+                     {"text", SpeedupText(*m)}};
   }
   row["claims"] = json::array();
   for (const auto& c : v.claims()) {
@@ -108,9 +114,7 @@ std::vector<std::string> CandidateCells(const json& c) {
   std::string metric = "-", speedup = "-";
   if (c.contains("metric")) {
     metric = c["metric"]["name"];
-    speedup = absl::StrFormat("%.3fx [%.3f, %.3f]", c["metric"]["speedup"].get<double>(),
-                              c["metric"]["ci_low"].get<double>(),
-                              c["metric"]["ci_high"].get<double>());
+    speedup = c["metric"]["text"];
   }
   std::vector<std::string> claims;
   for (const json& cl : c["claims"]) {
@@ -126,17 +130,27 @@ const std::vector<std::string> kCandidateHeaders = {
     "decided", "submitter", "kind", "commit", "decision", "metric",
     "speedup [interval]", "claims", "merge", "reason"};
 
+// "at its landing", or how far the split is from the nearest landing.
+std::string LandingCell(const json& p) {
+  if (p["at_landing"].get<bool>()) return "at its landing";
+  if (!p.contains("nearest_landing")) return "inside the only commit's samples";
+  const long offset = p["landing_offset"].get<long>();
+  return absl::StrFormat("%d sample%s %s the landing of %s", std::abs(offset),
+                         std::abs(offset) == 1 ? "" : "s", offset < 0 ? "before" : "after",
+                         p["nearest_landing"].get<std::string>());
+}
+
 std::vector<std::string> ChangePointCells(const json& p) {
   return {p["metric"],
           p["commit"],
-          p["at_landing"].get<bool>() ? "yes" : "no: inside one commit's samples (the machine moved)",
+          LandingCell(p),
           absl::StrFormat("%d of %d", p["index"].get<int>(), p["samples"].get<int>()),
           absl::StrFormat("%g", p["mean_before"].get<double>()),
           absl::StrFormat("%g", p["mean_after"].get<double>()),
           absl::StrFormat("%.3f", p["p_value"].get<double>())};
 }
 const std::vector<std::string> kChangePointHeaders = {
-    "metric", "commit", "at a landing", "sample", "mean before", "mean after", "p"};
+    "metric", "commit", "where", "sample", "mean before", "mean after", "p"};
 constexpr char kNoChangePoints[] =
     "None found in the samples of the branch's successive tips (e-divisive, p <= 0.05, at least "
     "3 samples on each side).";
@@ -189,6 +203,12 @@ std::string BisectCampaign(const std::string& metric, const std::string& good,
 
 std::string BisectHypothesis(int index, int count) {
   return absl::StrFormat("bisect commit %d of %d", index, count);
+}
+
+std::string SpeedupText(const v1::MetricComparison& m) {
+  if (m.inputs_identical()) return "unchanged, not measured (inputs identical in both arms)";
+  return absl::StrFormat("%.3fx [%.3f, %.3f], %d pairs", m.speedup(), m.ci_low(), m.ci_high(),
+                         m.n_pairs());
 }
 
 const v1::MetricComparison* FindMetric(const v1::Verdict& verdict, absl::string_view metric) {
@@ -340,17 +360,36 @@ absl::StatusOr<json> ChangePoints(Store& store, const std::vector<v1::Evaluation
     absl::StatusOr<std::vector<ChangePoint>> points = DetectChangePoints(values, options);
     if (!points.ok()) return points.status();
     const std::string metric = key.substr(key.rfind(' ') + 1);
+    // Where each commit's samples begin: its landing.
+    std::vector<size_t> landings;
+    for (size_t i = 1; i < series.size(); ++i) {
+      if (series[i - 1].commit != series[i].commit) landings.push_back(i);
+    }
     for (const ChangePoint& p : *points) {
       const TipSample& at = series[p.index];
-      out.push_back({{"metric", metric},
-                     {"commit", at.commit.substr(0, 12)},
-                     {"evaluation", at.evaluation},
-                     {"at_landing", series[p.index - 1].commit != at.commit},
-                     {"index", p.index},
+      json point = {{"metric", metric},
+                    {"commit", at.commit.substr(0, 12)},
+                    {"evaluation", at.evaluation},
+                    {"at_landing", series[p.index - 1].commit != at.commit},
+                    {"index", p.index},
                      {"samples", series.size()},
                      {"mean_before", p.mean_before},
-                     {"mean_after", p.mean_after},
-                     {"p_value", p.p_value}});
+                    {"mean_after", p.mean_after},
+                    {"p_value", p.p_value}};
+      // The split can land a sample or two off the real change when a sample
+      // beside it is an outlier; the nearest landing and the distance to it
+      // let the reader judge (a split many samples inside one commit's
+      // samples is the machine moving, not the code).
+      const auto nearest = std::min_element(
+          landings.begin(), landings.end(), [&](size_t a, size_t b) {
+            return std::abs(static_cast<long>(a) - static_cast<long>(p.index)) <
+                   std::abs(static_cast<long>(b) - static_cast<long>(p.index));
+          });
+      if (nearest != landings.end()) {
+        point["nearest_landing"] = series[*nearest].commit.substr(0, 12);
+        point["landing_offset"] = static_cast<long>(p.index) - static_cast<long>(*nearest);
+      }
+      out.push_back(std::move(point));
     }
   }
   return out;
@@ -402,7 +441,11 @@ absl::StatusOr<json> BuildReport(Store& store, const ReportRequest& request, abs
                        {"merged_sha", e.merge().merged_sha().substr(0, 12)},
                        {"decided_at", Time(v.decided_at())},
                        {"unit", m.unit()},
-                       {"value", m.candidate()},
+                       // Not measured: the tip's value did not move.
+                       {"value", !m.inputs_identical() ? json(m.candidate())
+                                 : last != nullptr     ? (*last)["value"]
+                                                       : json(nullptr)},
+                       {"inputs_identical", m.inputs_identical()},
                        {"speedup", m.speedup()},
                        {"cumulative", product("cumulative", m.speedup())},
                        {"cumulative_low", product("cumulative_low", m.ci_low())},
@@ -503,11 +546,14 @@ std::string RenderMarkdown(const json& r) {
     line("| landed | commit | evaluation | step | cumulative | value |");
     line("| --- | --- | --- | --- | --- | --- |");
     for (const json& s : steps) {
-      line(absl::StrFormat("| %s | %s | %s | %.3fx | %.3fx | %g %s |",
-                           s["decided_at"].get<std::string>(), s["merged_sha"].get<std::string>(),
-                           s["evaluation"].get<std::string>(), s["speedup"].get<double>(),
-                           s["cumulative"].get<double>(), s["value"].get<double>(),
-                           s["unit"].get<std::string>()));
+      line(absl::StrFormat(
+          "| %s | %s | %s | %.3fx%s | %.3fx | %s |", s["decided_at"].get<std::string>(),
+          s["merged_sha"].get<std::string>(), s["evaluation"].get<std::string>(),
+          s["speedup"].get<double>(), s["inputs_identical"].get<bool>() ? " (inputs identical)" : "",
+          s["cumulative"].get<double>(),
+          s["value"].is_null() ? "-"
+                               : absl::StrFormat("%g %s", s["value"].get<double>(),
+                                                 s["unit"].get<std::string>())));
     }
   }
   line("");

@@ -67,6 +67,11 @@ std::string BisectHypothesis(int index, int count);
 const v1::MetricComparison* FindMetric(const v1::Verdict& verdict, absl::string_view metric);
 inline bool SlowerBeyondNoise(const v1::MetricComparison& m) { return m.ci_high() < 1; }
 
+// A comparison's speedup as every text view prints it: "2.430x [2.250,
+// 2.910], 20 pairs", or that it was not measured because its benchmark's
+// inputs were identical in both arms.
+std::string SpeedupText(const v1::MetricComparison& m);
+
 // The report as Markdown: headline, timeline, candidates, rejected by
 // reason, change points, nodes.
 std::string RenderMarkdown(const nlohmann::json& report);

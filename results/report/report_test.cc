@@ -269,7 +269,42 @@ TEST_F(ReportTest, ChangePointsSplitTheSamplesOfTheBranchsSuccessiveTips) {
   EXPECT_EQ(points[0]["samples"], 48);
   EXPECT_NEAR(points[0]["mean_before"].get<double>(), 100, 1);
   EXPECT_NEAR(points[0]["mean_after"].get<double>(), 50, 1);
-  EXPECT_THAT(RenderMarkdown(*report), HasSubstr("| kda.fused | v1 | yes | 16 of 48 |"));
+  EXPECT_EQ(points[0]["nearest_landing"], "v1");
+  EXPECT_EQ(points[0]["landing_offset"], 0);
+  EXPECT_THAT(RenderMarkdown(*report), HasSubstr("| kda.fused | v1 | at its landing | 16 of 48 |"));
+}
+
+// One fast outlier as the first version's last sample pulls the split a
+// sample early; the report names the landing it is next to and how far.
+TEST_F(ReportTest, AChangePointBesideALandingSaysHowFar) {
+  std::vector<std::pair<double, double>> before, landing, after;
+  for (int i = 0; i < 12; ++i) {
+    before.push_back({100 + (i % 3) - 1, 99 + (i % 2)});
+    landing.push_back({100 + (i % 3) - 1, 50 + (i % 2)});
+    after.push_back({50 + (i % 3) - 1, 50 + (i % 2)});
+  }
+  // v0's samples are first's baselines, then fast's: its last one is fast.
+  landing.back().first = 50;
+  Evaluated fast{.id = "fast", .decision = v1::ACCEPT, .value = 50, .speedup = 2.0,
+                 .baseline_sha = "v0", .candidate_sha = "v1", .merged_sha = "v1",
+                 .pairs = landing};
+  Evaluated next{.id = "next", .decision = v1::INCONCLUSIVE, .value = 50, .speedup = 1.0,
+                 .baseline_sha = "v1", .candidate_sha = "c2", .pairs = after};
+  Evaluated first{.id = "first", .decision = v1::INCONCLUSIVE, .value = 99, .speedup = 1.0,
+                  .baseline_sha = "v0", .candidate_sha = "c1", .pairs = before};
+  Finish(first);
+  Finish(fast);
+  Finish(next);
+  ReportRequest request;
+  request.branch = "main";
+  absl::StatusOr<nlohmann::json> report = BuildReport(*store_, request, absl::FromUnixSeconds(0));
+  ASSERT_TRUE(report.ok()) << report.status();
+  const nlohmann::json& points = (*report)["change_points"];
+  ASSERT_EQ(points.size(), 1) << points.dump();
+  EXPECT_EQ(points[0]["at_landing"], false);
+  EXPECT_EQ(points[0]["nearest_landing"], "v1");
+  EXPECT_EQ(points[0]["landing_offset"], -1);
+  EXPECT_THAT(RenderMarkdown(*report), HasSubstr("| 1 sample before the landing of v1 |"));
 }
 
 // Runs headless Chromium on `page`: its console output (stderr) and the DOM

@@ -71,7 +71,9 @@ absl::StatusOr<std::vector<MetricSamples>> PairSamples(
       m.baseline.push_back(arms.first->value());
       m.candidate.push_back(arms.second->value());
     }
-    if (m.baseline.empty()) {
+    // A metric whose inputs were identical was never measured; the gate
+    // rejects samples on one.
+    if (m.baseline.empty() && !m.inputs_identical) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "metric %s has no complete (baseline, candidate) pair", m.name));
     }
@@ -135,6 +137,7 @@ absl::StatusOr<Recomputation> RecomputeVerdict(Store& store,
       m.primary = c.primary();
       m.stage = c.stage();
       m.roofline_speedup = c.roofline_speedup();
+      m.inputs_identical = c.inputs_identical();
       specs.push_back(std::move(m));
     }
     absl::StatusOr<std::vector<v1::Sample>> all = store.ListSamples(evaluation_id);

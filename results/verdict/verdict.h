@@ -30,7 +30,7 @@ namespace densegate::results {
 // stage, roofline); their sample vectors are ignored. Only pairs with both
 // arms count, in pair_index order. InvalidArgument for a sample of an
 // unknown metric, a repeated (metric, arm, pair_index), or a metric without
-// any complete pair.
+// any complete pair (unless it is inputs_identical: never measured).
 absl::StatusOr<std::vector<MetricSamples>> PairSamples(
     absl::Span<const v1::Sample> samples, absl::Span<const MetricSamples> specs);
 

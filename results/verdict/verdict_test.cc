@@ -153,6 +153,25 @@ TEST_F(RecomputeTest, StoredVerdictRecomputesIdentically) {
   EXPECT_EQ(r->recomputed.metrics(0).SerializeAsString(), verdict.metrics(0).SerializeAsString());
 }
 
+TEST_F(RecomputeTest, AMetricNotMeasuredBecauseItsInputsWereIdenticalRecomputes) {
+  std::vector<int64_t> ids;
+  GateInput in = Measure(9, &ids);
+  MetricSamples unchanged = Spec("runtime.output_tok_s", true);
+  unchanged.direction = v1::HIGHER_IS_BETTER;
+  unchanged.inputs_identical = true;
+  in.metrics.push_back(unchanged);
+  v1::Verdict verdict = Decide(in, ids);
+  ASSERT_EQ(verdict.decision(), v1::ACCEPT);
+  ASSERT_TRUE(store_->FinishLease(lease_, verdict).ok());
+
+  auto r = RecomputeVerdict(*store_, evaluation_id_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->identical()) << r->differences.front();
+  ASSERT_EQ(r->recomputed.metrics_size(), 3);
+  EXPECT_TRUE(r->recomputed.metrics(2).inputs_identical());
+  EXPECT_EQ(r->recomputed.metrics(2).n_pairs(), 0);
+}
+
 TEST_F(RecomputeTest, ForgedNumbersAreReported) {
   std::vector<int64_t> ids;
   GateInput in = Measure(6, &ids);

@@ -1,0 +1,128 @@
+#include "harness/identity/benchmark_inputs.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "proto/manifest.h"
+
+namespace densegate::harness {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Guards against symbolic-link loops and trees no benchmark reads.
+constexpr int kMaxDepth = 32;  // Below Linux's 40 links per path lookup.
+constexpr int64_t kMaxFiles = 200000;
+
+// Regular files under `root` (a file or a directory, links followed), keyed
+// by their path relative to the checkout. A missing root adds nothing.
+absl::Status AddFiles(const std::string& checkout, const std::string& root,
+                      std::map<std::string, fs::path>* files) {
+  std::error_code ec;
+  const fs::path path = fs::path(checkout) / root;
+  const fs::file_status status = fs::status(path, ec);
+  if (ec || !fs::exists(status)) return absl::OkStatus();
+  if (fs::is_regular_file(status)) {
+    (*files)[root] = path;
+    return absl::OkStatus();
+  }
+  if (!fs::is_directory(status)) return absl::OkStatus();
+  fs::recursive_directory_iterator it(path, fs::directory_options::follow_directory_symlink, ec);
+  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it.depth() > kMaxDepth || files->size() > static_cast<size_t>(kMaxFiles)) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("%s: more than %d levels or %d files (a symbolic-link loop?)", root,
+                          kMaxDepth, kMaxFiles));
+    }
+    if (!it->is_regular_file(ec)) continue;
+    (*files)[(fs::path(root) / it->path().lexically_relative(path)).generic_string()] = it->path();
+  }
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("cannot walk %s: %s", path.string(), ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+// True when the two files hold the same bytes; adds the bytes read.
+absl::StatusOr<bool> SameContents(const fs::path& a, const fs::path& b, int64_t* bytes) {
+  std::error_code ec_a, ec_b;
+  const uintmax_t size_a = fs::file_size(a, ec_a), size_b = fs::file_size(b, ec_b);
+  if (ec_a || ec_b) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("cannot stat %s or %s", a.string(), b.string()));
+  }
+  if (size_a != size_b) return false;
+  std::ifstream in_a(a, std::ios::binary), in_b(b, std::ios::binary);
+  if (!in_a || !in_b) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("cannot read %s or %s", a.string(), b.string()));
+  }
+  std::vector<char> buf_a(1 << 16), buf_b(1 << 16);
+  while (in_a && in_b) {
+    in_a.read(buf_a.data(), buf_a.size());
+    in_b.read(buf_b.data(), buf_b.size());
+    if (in_a.gcount() != in_b.gcount()) return false;
+    if (!std::equal(buf_a.begin(), buf_a.begin() + in_a.gcount(), buf_b.begin())) return false;
+    *bytes += in_a.gcount();
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<InputComparison> CompareBenchmarkInputs(const v1::BenchmarkSpec& benchmark,
+                                                       const std::string& baseline_dir,
+                                                       const std::string& candidate_dir) {
+  const std::string executable = BenchmarkExecutable(benchmark);
+  for (const std::string* dir : {&baseline_dir, &candidate_dir}) {
+    std::error_code ec;
+    if (!fs::is_regular_file(fs::path(*dir) / executable, ec)) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("%s is not a file in the %s checkout", executable,
+                          dir == &baseline_dir ? "baseline" : "candidate"));
+    }
+  }
+  const std::string runfiles = executable + ".runfiles";
+  std::vector<std::string> roots = {executable, runfiles};
+  roots.insert(roots.end(), benchmark.reads().begin(), benchmark.reads().end());
+
+  std::map<std::string, fs::path> baseline, candidate;
+  for (const std::string& root : roots) {
+    absl::Status s = AddFiles(baseline_dir, root, &baseline);
+    if (s.ok()) s = AddFiles(candidate_dir, root, &candidate);
+    if (!s.ok()) return s;
+  }
+  // Its lines map each runfile to an absolute path in its own checkout.
+  baseline.erase(runfiles + "/MANIFEST");
+  candidate.erase(runfiles + "/MANIFEST");
+
+  InputComparison out;
+  auto only_in = [&out](const std::string& path, const char* arm) {
+    out.difference = absl::StrCat(path, ": only in the ", arm);
+    return out;
+  };
+  auto b = baseline.begin();
+  auto c = candidate.begin();
+  for (; b != baseline.end() && c != candidate.end(); ++b, ++c) {
+    if (b->first < c->first) return only_in(b->first, "baseline");
+    if (c->first < b->first) return only_in(c->first, "candidate");
+    absl::StatusOr<bool> same = SameContents(b->second, c->second, &out.bytes);
+    if (!same.ok()) return same.status();
+    ++out.files;
+    if (!*same) {
+      out.difference = absl::StrCat(b->first, ": contents differ");
+      return out;
+    }
+  }
+  if (b != baseline.end()) return only_in(b->first, "baseline");
+  if (c != candidate.end()) return only_in(c->first, "candidate");
+  out.identical = true;
+  return out;
+}
+
+}  // namespace densegate::harness

@@ -1,0 +1,136 @@
+#include "harness/identity/benchmark_inputs.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace densegate::harness {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+const std::string kProgram = "\x7f" + std::string("ELF the program");
+
+void Write(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// Two checkouts laid out as Bazel leaves them: bazel-bin is a link into an
+// output base outside the checkout, and the runfiles tree links back to the
+// checkout's sources.
+class BenchmarkInputsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::path(std::getenv("TEST_TMPDIR")) /
+            ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::remove_all(root_);
+    for (const char* arm : {"baseline", "candidate"}) {
+      const fs::path checkout = root_ / arm, out = root_ / (std::string(arm) + "-out");
+      Write(out / "bin/bench", kProgram);
+      Write(checkout / "configs/bench.json", R"({"layers": 4})");
+      Write(checkout / "kernels/kda.h", "// the kernel");
+      fs::create_directories(out / "bin/bench.runfiles/ws/configs");
+      fs::create_directory_symlink(out / "bin", checkout / "bazel-bin");
+      fs::create_symlink(checkout / "configs/bench.json",
+                         out / "bin/bench.runfiles/ws/configs/bench.json");
+      // Names this checkout's absolute paths: differs between arms.
+      Write(out / "bin/bench.runfiles/MANIFEST", "ws/configs/bench.json " + checkout.string());
+    }
+    spec_.set_command("bazel-bin/bench --benchmark_filter='BM_x/1$' --n=2");
+    spec_.set_skip_when_identical(true);
+  }
+
+  InputComparison Compare() {
+    absl::StatusOr<InputComparison> r = CompareBenchmarkInputs(spec_, (root_ / "baseline").string(),
+                                                               (root_ / "candidate").string());
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : InputComparison{};
+  }
+
+  fs::path root_;
+  v1::BenchmarkSpec spec_;
+};
+
+TEST_F(BenchmarkInputsTest, SameExecutableAndRunfilesAreIdentical) {
+  InputComparison r = Compare();
+  EXPECT_TRUE(r.identical) << r.difference;
+  // The executable and the runfile; the runfiles MANIFEST is left out.
+  EXPECT_EQ(r.files, 2);
+  EXPECT_EQ(r.bytes, kProgram.size() + std::string(R"({"layers": 4})").size());
+}
+
+TEST_F(BenchmarkInputsTest, ASourceChangeTheBenchmarkDoesNotReadIsIdentical) {
+  Write(root_ / "candidate/kernels/kda.h", "// the kernel, reworded");
+  EXPECT_TRUE(Compare().identical);
+}
+
+TEST_F(BenchmarkInputsTest, ADifferentExecutableIsNot) {
+  Write(root_ / "candidate-out/bin/bench", kProgram + ", faster");
+  InputComparison r = Compare();
+  EXPECT_FALSE(r.identical);
+  EXPECT_EQ(r.difference, "bazel-bin/bench: contents differ");
+}
+
+TEST_F(BenchmarkInputsTest, SameSizeDifferentBytesIsNot) {
+  Write(root_ / "candidate-out/bin/bench", "\x7f" + std::string("ELF the Program"));
+  EXPECT_FALSE(Compare().identical);
+}
+
+TEST_F(BenchmarkInputsTest, AChangedRunfileIsNot) {
+  Write(root_ / "candidate/configs/bench.json", R"({"layers": 8})");
+  InputComparison r = Compare();
+  EXPECT_FALSE(r.identical);
+  EXPECT_EQ(r.difference, "bazel-bin/bench.runfiles/ws/configs/bench.json: contents differ");
+}
+
+TEST_F(BenchmarkInputsTest, ARunfileOnlyOneArmHasIsNot) {
+  Write(root_ / "candidate-out/bin/bench.runfiles/ws/extra.so", "lib");
+  InputComparison r = Compare();
+  EXPECT_FALSE(r.identical);
+  EXPECT_EQ(r.difference, "bazel-bin/bench.runfiles/ws/extra.so: only in the candidate");
+  fs::remove(root_ / "candidate-out/bin/bench.runfiles/ws/extra.so");
+  Write(root_ / "baseline-out/bin/bench.runfiles/ws/extra.so", "lib");
+  EXPECT_EQ(Compare().difference, "bazel-bin/bench.runfiles/ws/extra.so: only in the baseline");
+}
+
+TEST_F(BenchmarkInputsTest, DeclaredReadsAreCompared) {
+  Write(root_ / "candidate/kernels/kda.h", "// the kernel, reworded");
+  spec_.add_reads("kernels");
+  InputComparison r = Compare();
+  EXPECT_FALSE(r.identical);
+  EXPECT_EQ(r.difference, "kernels/kda.h: contents differ");
+}
+
+TEST_F(BenchmarkInputsTest, AReadPathMissingInBothArmsIsIdentical) {
+  spec_.add_reads("data/absent.bin");
+  EXPECT_TRUE(Compare().identical);
+  Write(root_ / "baseline/data/absent.bin", "x");
+  EXPECT_EQ(Compare().difference, "data/absent.bin: only in the baseline");
+}
+
+TEST_F(BenchmarkInputsTest, AnExecutableNotBuiltIsAnError) {
+  fs::remove(root_ / "candidate-out/bin/bench");
+  absl::StatusOr<InputComparison> r =
+      CompareBenchmarkInputs(spec_, (root_ / "baseline").string(), (root_ / "candidate").string());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("bazel-bin/bench is not a file in the candidate"));
+}
+
+TEST_F(BenchmarkInputsTest, ASymbolicLinkLoopIsAnError) {
+  spec_.add_reads("loop");
+  fs::create_directories(root_ / "baseline/loop");
+  fs::create_directory_symlink(root_ / "baseline/loop", root_ / "baseline/loop/again");
+  absl::StatusOr<InputComparison> r =
+      CompareBenchmarkInputs(spec_, (root_ / "baseline").string(), (root_ / "candidate").string());
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("symbolic-link loop"));
+}
+
+}  // namespace
+}  // namespace densegate::harness
