@@ -330,11 +330,11 @@ int Bisect(const BisectArgs& a) {
                        {"speedup", m->speedup()},
                        {"ci_low", m->ci_low()},
                        {"ci_high", m->ci_high()},
+                       {"inputs_identical", m->inputs_identical()},
                        {"regressed", regressed}});
       if (!a.client.json) {
-        std::cerr << absl::StrFormat("  %s  %.3fx [%.3f, %.3f]  %s\n",
-                                     commits[splits[i]].substr(0, 12), m->speedup(),
-                                     m->ci_low(), m->ci_high(),
+        std::cerr << absl::StrFormat("  %s  %s  %s\n", commits[splits[i]].substr(0, 12),
+                                     results::SpeedupText(*m),
                                      regressed ? "regressed" : "not regressed");
       }
       if (regressed && first_bad < 0) first_bad = splits[i];

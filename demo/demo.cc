@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "demo/expectation.h"
 #include "demo/scenario.h"
@@ -26,6 +27,7 @@
 #include "grpcpp/grpcpp.h"
 #include "harness/process/launcher.h"
 #include "harness/workspace/git.h"
+#include "nlohmann/json.hpp"
 #include "proto/densegate.grpc.pb.h"
 #include "results/report/report.h"
 #include "results/store/store.h"
@@ -97,6 +99,10 @@ class Demo {
   void Show(bool final);
   std::string NodeName(const std::string& id);
   int Verdicts();
+  // Runs `densegate bisect` over the scenario's bisection branch through the
+  // scheduler, as a user would. True when it names the expected culprit (or
+  // the scenario has no bisection).
+  bool Bisect();
   absl::Status WriteReport();
 
   template <typename Ctx>
@@ -549,6 +555,57 @@ int Demo::Verdicts() {
   return mismatches;
 }
 
+bool Demo::Bisect() {
+  if (!scenario_.bisection.has_value()) return true;
+  const ScenarioBisection& b = *scenario_.bisection;
+  const std::string expected = repo_.bisection_shas[b.culprit - 1];
+  out_ << absl::StrFormat(
+      "\nbisection: %s, %d commits pushed off the first version without the gate; densegate "
+      "bisect --metric %s --good %s --bad %s\n",
+      b.branch, b.commits.size(), b.metric, repo_.first_version_sha.substr(0, 12),
+      repo_.bisection_shas.back().substr(0, 12));
+  out_.flush();
+  harness::ProcessSpec spec;
+  spec.argv = {o_.densegate_binary, "bisect", "--server", address_, "--token", tokens_.ci,
+               "--repo", repo_.dir, "--metric", b.metric, "--good", repo_.first_version_sha,
+               "--bad", repo_.bisection_shas.back(), "--parallel", "2", "--json"};
+  spec.stdout_path = o_.out_dir + "/bisect.json";
+  spec.stderr_path = o_.out_dir + "/logs/bisect.log";
+  spec.isolate_network = false;  // It talks to the scheduler on loopback.
+  spec.wall_timeout = std::max(o_.timeout - (absl::Now() - start_), absl::Minutes(2));
+  absl::StatusOr<harness::ProcessResult> r = launcher_->Run(spec);
+  // Its progress: the rounds and each tested commit's speedup against good.
+  for (absl::string_view line :
+       absl::StrSplit(harness::ReadOutputFile(spec.stderr_path), '\n', absl::SkipEmpty())) {
+    out_ << "  " << line << "\n";
+  }
+  if (!r.ok() || !r->ok()) {
+    out_ << "  NO: densegate bisect " << (r.ok() ? r->Describe() : std::string(r.status().message()))
+         << " (see " << spec.stderr_path << ")\n";
+    return false;
+  }
+  const nlohmann::json result = nlohmann::json::parse(
+      harness::ReadOutputFile(spec.stdout_path), nullptr, /*allow_exceptions=*/false);
+  const std::string culprit =
+      result.is_object() ? result.value("culprit", std::string()) : std::string();
+  for (const nlohmann::json& step :
+       result.is_object() ? result.value("steps", nlohmann::json::array()) : nlohmann::json()) {
+    out_ << absl::StrFormat(
+        "  %s  %s  %s\n", step.value("commit", std::string()).substr(0, 12),
+        step.value("inputs_identical", false)
+            ? std::string("unchanged, not measured (inputs identical)")
+            : absl::StrFormat("%.3fx [%.3f, %.3f]", step.value("speedup", 0.0),
+                              step.value("ci_low", 0.0), step.value("ci_high", 0.0)),
+        step.value("regressed", false) ? "regressed" : "clean");
+  }
+  const bool found = culprit == expected;
+  out_ << absl::StrFormat("  culprit %s \"%s\" at %s: %s\n", culprit.substr(0, 12),
+                          result.is_object() ? result.value("subject", std::string()) : "",
+                          Elapsed(start_),
+                          found ? "ok" : "NO: expected " + expected.substr(0, 12));
+  return found;
+}
+
 absl::Status Demo::WriteReport() {
   absl::StatusOr<std::unique_ptr<results::Store>> store = results::OpenStore(db_url_);
   if (!store.ok()) return store.status();
@@ -590,6 +647,7 @@ int Demo::Run() {
     return kExitInfrastructure;
   }
   const int mismatches = Verdicts();
+  const bool bisected = Bisect();
   for (auto& n : nodes_) n->Stop(absl::Seconds(10));
   scheduler_->Stop(absl::Seconds(10));
   if (absl::Status s = WriteReport(); !s.ok()) {
@@ -597,14 +655,17 @@ int Demo::Run() {
     return kExitInfrastructure;
   }
   out_ << absl::StrFormat("%s: %d of %d candidates got the decision they should",
-                          mismatches == 0 ? "PASS" : "FAIL",
+                          mismatches == 0 && bisected ? "PASS" : "FAIL",
                           rows_.size() - mismatches - inconclusive_, rows_.size());
   if (inconclusive_ > 0) {
     out_ << absl::StrFormat(", %d undecided (inconclusive, allowed by --allow_inconclusive)",
                             inconclusive_);
   }
+  if (scenario_.bisection.has_value()) {
+    out_ << (bisected ? ", the bisection found its culprit" : ", the bisection did NOT find its culprit");
+  }
   out_ << ", in " << Elapsed(start_) << "\n";
-  return mismatches == 0 ? 0 : kExitMismatch;
+  return mismatches == 0 && bisected ? 0 : kExitMismatch;
 }
 
 }  // namespace

@@ -38,6 +38,36 @@ absl::StatusOr<std::string> PatchPath(const json& j, const std::string& path,
   return p.string();
 }
 
+absl::StatusOr<ScenarioBisection> ParseBisection(const json& j, const std::string& path) {
+  const std::string where = "bisection.";
+  if (!j.is_object()) return Bad(path, "bisection", "not an object");
+  ScenarioBisection b;
+  absl::StatusOr<std::string> v = String(j, "branch", path, where);
+  if (!v.ok()) return v.status();
+  b.branch = *v;
+  if (v = String(j, "metric", path, where); !v.ok()) return v.status();
+  b.metric = *v;
+  if (!j.contains("commits") || !j["commits"].is_array() || j["commits"].size() < 2) {
+    return Bad(path, where + "commits", "must be an array of at least two commits");
+  }
+  for (size_t i = 0; i < j["commits"].size(); ++i) {
+    const std::string at = absl::StrFormat("%scommits[%d].", where, i);
+    ScenarioBisection::Commit c;
+    if (v = PatchPath(j["commits"][i], path, at); !v.ok()) return v.status();
+    c.patch = *v;
+    if (v = String(j["commits"][i], "message", path, at); !v.ok()) return v.status();
+    c.message = *v;
+    b.commits.push_back(std::move(c));
+  }
+  // The last commit is the bad end, taken as regressed without measuring.
+  b.culprit = j.value("culprit", 0);
+  if (b.culprit < 1 || b.culprit > static_cast<int>(b.commits.size())) {
+    return Bad(path, where + "culprit",
+               absl::StrFormat("a 1-based index into commits (1 to %d)", b.commits.size()));
+  }
+  return b;
+}
+
 }  // namespace
 
 absl::StatusOr<Scenario> LoadScenario(const std::string& path) {
@@ -121,6 +151,11 @@ absl::StatusOr<Scenario> LoadScenario(const std::string& path) {
       return Bad(path, where + "expect.merged", "a candidate that does not target the branch");
     }
     s.candidates.push_back(std::move(sc));
+  }
+  if (root.contains("bisection")) {
+    absl::StatusOr<ScenarioBisection> b = ParseBisection(root["bisection"], path);
+    if (!b.ok()) return b.status();
+    s.bisection = *std::move(b);
   }
   return s;
 }

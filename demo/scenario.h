@@ -6,6 +6,7 @@
 #ifndef DENSEGATE_DEMO_SCENARIO_H_
 #define DENSEGATE_DEMO_SCENARIO_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,11 +32,25 @@ struct ScenarioCandidate {
   bool expect_gain = false;  // Counted as a verified gain.
 };
 
+// Commits pushed to a branch off the first version without the gate; the
+// demo bisects them for `metric` and expects `culprit` to be found.
+struct ScenarioBisection {
+  std::string branch;
+  std::string metric;
+  struct Commit {
+    std::string patch;  // Absolute path, applied on top of the previous commit.
+    std::string message;
+  };
+  std::vector<Commit> commits;
+  int culprit = 0;  // 1-based index into commits.
+};
+
 struct Scenario {
   std::string first_version_patch;  // Absolute path.
   std::string first_version_message;
   std::string target_branch;
   std::vector<ScenarioCandidate> candidates;
+  std::optional<ScenarioBisection> bisection;
 };
 
 // Parses `path`; patch paths are resolved against its directory and must

@@ -71,6 +71,11 @@ TEST(ScenarioTest, EveryPatchAppliesToThisCheckoutsWorkload) {
       }
       EXPECT_EQ(std::set<std::string>(changed->begin(), changed->end()), named);
     }
+    ASSERT_TRUE(scenario->bisection.has_value());
+    EXPECT_EQ(repo->bisection_shas.size(), scenario->bisection->commits.size());
+    absl::StatusOr<std::string> tip = git.ResolveCommit(repo->dir, scenario->bisection->branch);
+    ASSERT_TRUE(tip.ok()) << tip.status();
+    EXPECT_EQ(*tip, repo->bisection_shas.back());
   }
 }
 
@@ -98,6 +103,17 @@ TEST(ScenarioTest, BadScenariosNameTheField) {
   s = load("{" + first + R"(, "candidates": [)" + candidate +
            R"("expect": {"decision": "ACCEPT", "reason": "SLOW"}}]})");
   EXPECT_NE(s.message().find("candidates[0].expect.reason"), std::string::npos) << s;
+  const std::string one = "{" + first + R"(, "candidates": [)" + candidate +
+                          R"("expect": {"decision": "ACCEPT"}}], "bisection": )";
+  s = load(one + R"({"branch": "r", "metric": "m", "commits": [{"patch": "p.diff", "message": "a"}]}})");
+  EXPECT_NE(s.message().find("bisection.commits: must be an array of at least two"),
+            std::string::npos)
+      << s;
+  s = load(one + R"({"branch": "r", "metric": "m", "culprit": 3, "commits": [)" +
+           R"({"patch": "p.diff", "message": "a"}, {"patch": "p.diff", "message": "b"}]}})");
+  EXPECT_NE(s.message().find("bisection.culprit: a 1-based index into commits (1 to 2)"),
+            std::string::npos)
+      << s;
 }
 
 }  // namespace

@@ -119,14 +119,28 @@ absl::StatusOr<ScratchRepo> CreateScratchRepo(const ScratchRepoOptions& o, const
   absl::StatusOr<std::string> sha = git.ResolveCommit(o.dir, "HEAD");
   if (!sha.ok()) return sha.status();
   repo.first_version_sha = *sha;
+  // Applies `patch` on HEAD and commits it; returns the commit.
+  auto commit_patch = [&](const std::string& patch,
+                          const std::string& message) -> absl::StatusOr<std::string> {
+    if (absl::Status s = Apply(git, o.dir, patch); !s.ok()) return s;
+    if (absl::Status s = run({"add", "-A"}); !s.ok()) return s;
+    if (absl::Status s = run({"commit", "-q", "-m", message}); !s.ok()) return s;
+    return git.ResolveCommit(o.dir, "HEAD");
+  };
   for (const ScenarioCandidate& c : scenario.candidates) {
     if (absl::Status s = run({"checkout", "-q", "-b", c.name, branch}); !s.ok()) return s;
-    if (absl::Status s = Apply(git, o.dir, c.patch); !s.ok()) return s;
-    if (absl::Status s = run({"add", "-A"}); !s.ok()) return s;
-    if (absl::Status s = run({"commit", "-q", "-m", c.message}); !s.ok()) return s;
-    sha = git.ResolveCommit(o.dir, "HEAD");
+    sha = commit_patch(c.patch, c.message);
     if (!sha.ok()) return sha.status();
     repo.candidate_sha[c.name] = *sha;
+  }
+  if (scenario.bisection.has_value()) {
+    const ScenarioBisection& b = *scenario.bisection;
+    if (absl::Status s = run({"checkout", "-q", "-b", b.branch, branch}); !s.ok()) return s;
+    for (const ScenarioBisection::Commit& c : b.commits) {
+      sha = commit_patch(c.patch, c.message);
+      if (!sha.ok()) return sha.status();
+      repo.bisection_shas.push_back(*sha);
+    }
   }
   if (absl::Status s = run({"checkout", "-q", branch}); !s.ok()) return s;
   return repo;

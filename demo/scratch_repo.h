@@ -1,7 +1,8 @@
 // The demo's target repository: a fresh git repository holding this
 // project's own workload (kernels/, runtime/, third_party/, WORKSPACE) with
 // the demo manifest, at the scenario's first version on the branch, and one
-// branch per candidate (its patch applied to the first version).
+// branch per candidate (its patch applied to the first version), and the
+// scenario's bisection branch (its commits in order).
 //
 // Thread-compatible: one call builds one repository.
 #ifndef DENSEGATE_DEMO_SCRATCH_REPO_H_
@@ -9,6 +10,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "demo/scenario.h"
@@ -32,6 +34,8 @@ struct ScratchRepo {
   std::string dir;
   std::string first_version_sha;
   std::map<std::string, std::string> candidate_sha;  // By candidate name.
+  // The scenario's bisection branch, oldest commit first.
+  std::vector<std::string> bisection_shas;
 };
 
 // FailedPrecondition naming the patch when one no longer applies.

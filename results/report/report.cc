@@ -162,10 +162,7 @@ const std::vector<std::string> kNodeHeaders = {"node", "state", "calibration noi
 
 std::vector<std::string> BisectCells(const json& s) {
   return {absl::StrCat(s["index"].get<int>()), s["commit"], s["evaluation"],
-          s.contains("speedup")
-              ? absl::StrFormat("%.3fx [%.3f, %.3f]", s["speedup"].get<double>(),
-                                s["ci_low"].get<double>(), s["ci_high"].get<double>())
-              : "-",
+          s.contains("text") ? s["text"].get<std::string>() : "-",
           s["regressed"].get<bool>() ? "regressed" : "clean"};
 }
 const std::vector<std::string> kBisectHeaders = {"#", "commit", "evaluation",
@@ -259,6 +256,7 @@ json Bisections(const std::vector<v1::Evaluation>& evaluations) {
         step["speedup"] = m->speedup();
         step["ci_low"] = m->ci_low();
         step["ci_high"] = m->ci_high();
+        step["text"] = SpeedupText(*m);
       }
       b["steps"].push_back(step);
       if (!regressed) clean_up_to = std::max(clean_up_to, index);
