@@ -3,7 +3,7 @@
 # loaded without console errors, rendered something (a screenshot that is not
 # blank), and the sections a demo run fills carry data: a timeline series
 # with points, the precision chart with both curves, the rejections by reason,
-# and the nodes. The headline and the merge column must agree with
+# a bisection that named its culprit, and the nodes. The headline and the merge column must agree with
 # report.json beside the page: cards and a "merged" candidate when the run
 # merged one, the empty headline's sentence when it merged none (on a noisy
 # machine a quick run can end with every expected accept inconclusive; cards
@@ -46,5 +46,6 @@ check "rejected: precision" 'precision_failed \([0-9]+\)'
 check "rejected: gaming" 'gaming \([0-9]+\)'
 check "rejected: protected path" 'protected_path \([0-9]+\)'
 check "rejected: correctness" 'correctness_failed \([0-9]+\)'
+check "a bisection with its culprit" 'culprit <code>[0-9a-f]{12}</code>'
 check "node health" '<td>node-a</td>'
 exit $fail
