@@ -331,6 +331,7 @@ int Bisect(const BisectArgs& a) {
                        {"ci_low", m->ci_low()},
                        {"ci_high", m->ci_high()},
                        {"inputs_identical", m->inputs_identical()},
+                       {"text", results::SpeedupText(*m)},
                        {"regressed", regressed}});
       if (!a.client.json) {
         std::cerr << absl::StrFormat("  %s  %s  %s\n", commits[splits[i]].substr(0, 12),

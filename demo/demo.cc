@@ -574,7 +574,7 @@ bool Demo::Bisect() {
   spec.isolate_network = false;  // It talks to the scheduler on loopback.
   spec.wall_timeout = std::max(o_.timeout - (absl::Now() - start_), absl::Minutes(2));
   absl::StatusOr<harness::ProcessResult> r = launcher_->Run(spec);
-  // Its progress: the rounds and each tested commit's speedup against good.
+  // With --json it writes only errors here; the steps come from its JSON.
   for (absl::string_view line :
        absl::StrSplit(harness::ReadOutputFile(spec.stderr_path), '\n', absl::SkipEmpty())) {
     out_ << "  " << line << "\n";
@@ -590,13 +590,9 @@ bool Demo::Bisect() {
       result.is_object() ? result.value("culprit", std::string()) : std::string();
   for (const nlohmann::json& step :
        result.is_object() ? result.value("steps", nlohmann::json::array()) : nlohmann::json()) {
-    out_ << absl::StrFormat(
-        "  %s  %s  %s\n", step.value("commit", std::string()).substr(0, 12),
-        step.value("inputs_identical", false)
-            ? std::string("unchanged, not measured (inputs identical)")
-            : absl::StrFormat("%.3fx [%.3f, %.3f]", step.value("speedup", 0.0),
-                              step.value("ci_low", 0.0), step.value("ci_high", 0.0)),
-        step.value("regressed", false) ? "regressed" : "clean");
+    out_ << absl::StrFormat("  %s  %s  %s\n", step.value("commit", std::string()).substr(0, 12),
+                            step.value("text", std::string()),
+                            step.value("regressed", false) ? "regressed" : "clean");
   }
   const bool found = culprit == expected;
   out_ << absl::StrFormat("  culprit %s \"%s\" at %s: %s\n", culprit.substr(0, 12),

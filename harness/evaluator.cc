@@ -495,7 +495,6 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
     (b.kind() == v1::GOOGLE_BENCHMARK ? has_micro : has_e2e) = true;
   }
-
   // Both kinds run interleaved in one ABBA loop so that the gate sees every
   // metric at each look; the loop is recorded under the first stage kind.
   StageRun micro(has_micro ? v1::MICROBENCHMARK : v1::END_TO_END, listener_, &stages_);
@@ -503,7 +502,8 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   const bool nothing_to_measure =
       timed_checks.empty() && unchanged_.size() == static_cast<size_t>(manifest_.benchmarks_size());
   // The metric the per-pair progress line shows: the first one measured.
-  const MetricSamples* shown = nullptr;
+  const auto shown = std::find_if(metrics_.begin(), metrics_.end(),
+                                  [](const MetricSamples& m) { return !m.inputs_identical; });
   int pairs = 0;
   int target = nothing_to_measure ? 0 : results::PlanLooks(gate_input_.params).pairs.front();
   int64_t next_sample_id = 1;
@@ -743,14 +743,6 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
         p.set_stage(v1::MICROBENCHMARK);
         p.set_repetition(pairs + 1);
         p.set_repetitions_planned(target);
-        if (shown == nullptr) {
-          for (const MetricSamples& m : metrics_) {
-            if (!m.inputs_identical) {
-              shown = &m;
-              break;
-            }
-          }
-        }
         const MetricSamples& first = *shown;
         double ratio = first.direction == v1::LOWER_IS_BETTER
                            ? first.baseline.back() / first.candidate.back()
