@@ -160,6 +160,7 @@ struct SubmitArgs {
   std::string kind = "experiment";
   std::string policy;
   std::vector<std::string> claims;
+  std::vector<std::string> metric_scope;
   bool wait = false;
 };
 
@@ -191,6 +192,7 @@ int Submit(SubmitArgs& a) {
     c->set_metric(parts[0]);
     c->set_min_speedup(v);
   }
+  for (const std::string& metric : a.metric_scope) a.req.add_metric_scope(metric);
   char real[PATH_MAX];
   if (realpath(a.req.repo().c_str(), real) != nullptr) a.req.set_repo(real);
   auto stub = Stub(a.client);
@@ -287,7 +289,8 @@ int Bisect(const BisectArgs& a) {
   for (int round = 1; hi - lo > 1; ++round) {
     const std::vector<int> splits = BisectSplits(lo, hi, a.parallel);
     // Each split point against the good commit, with the gate's statistics
-    // (CI kind: it runs before experiments; no-regression policy).
+    // (CI kind: it runs before experiments; no-regression policy), scoped to
+    // the metric: another benchmark neither runs nor decides the step.
     std::vector<std::string> ids;
     for (int idx : splits) {
       v1::SubmitRequest req;
@@ -296,6 +299,7 @@ int Bisect(const BisectArgs& a) {
       req.set_candidate_ref(commits[idx]);
       req.set_kind(v1::CI);
       req.set_policy(v1::NO_REGRESSION);
+      req.add_metric_scope(a.metric);
       // Named so that the report can put the bisection back together.
       req.set_hypothesis(results::BisectHypothesis(idx + 1, static_cast<int>(commits.size())));
       req.set_campaign(results::BisectCampaign(a.metric, *good_sha, commits.back()));
@@ -316,15 +320,22 @@ int Bisect(const BisectArgs& a) {
         return kExitInfrastructure;
       }
       const v1::MetricComparison* m = results::FindMetric(e->verdict(), a.metric);
-      if (e->state() != v1::FINISHED || m == nullptr) {
+      const results::BisectResult result = e->state() == v1::FINISHED
+                                               ? results::ClassifyBisectStep(e->verdict(), a.metric)
+                                               : results::BisectResult::kUndecided;
+      if (result == results::BisectResult::kUndecided) {
+        // Neither side of the range can take it: the gate found no slowdown
+        // beyond the budget, nor bounded one within it.
         std::cerr << absl::StrFormat(
-            "densegate bisect: %s at %s could not be measured (evaluation %s, %s%s)\n", a.metric,
-            commits[splits[i]].substr(0, 12), e->id(),
+            "densegate bisect: %s at %s is undecided (evaluation %s, %s%s%s); measure that "
+            "commit again or bisect a narrower range\n",
+            a.metric, commits[splits[i]].substr(0, 12), e->id(),
             absl::AsciiStrToLower(v1::EvaluationState_Name(e->state())),
+            m == nullptr ? "" : ", " + results::SpeedupText(*m),
             e->verdict().reasons().empty() ? "" : ": " + e->verdict().reasons(0).message());
         return kExitInconclusive;
       }
-      const bool regressed = results::SlowerBeyondNoise(*m);
+      const bool regressed = result == results::BisectResult::kRegressed;
       steps.push_back({{"commit", commits[splits[i]]},
                        {"evaluation", e->id()},
                        {"speedup", m->speedup()},
@@ -332,11 +343,10 @@ int Bisect(const BisectArgs& a) {
                        {"ci_high", m->ci_high()},
                        {"inputs_identical", m->inputs_identical()},
                        {"text", results::SpeedupText(*m)},
-                       {"regressed", regressed}});
+                       {"result", results::BisectResultName(result)}});
       if (!a.client.json) {
         std::cerr << absl::StrFormat("  %s  %s  %s\n", commits[splits[i]].substr(0, 12),
-                                     results::SpeedupText(*m),
-                                     regressed ? "regressed" : "not regressed");
+                                     results::SpeedupText(*m), results::BisectResultName(result));
       }
       if (regressed && first_bad < 0) first_bad = splits[i];
       if (!regressed && first_bad < 0) last_good = splits[i];
@@ -374,6 +384,8 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
   cmd->add_option("--kind", sub->kind, "ci or experiment")->capture_default_str();
   cmd->add_option("--policy", sub->policy, "gain or no-regression (default: by kind)");
   cmd->add_option("--claim", sub->claims, "METRIC>=SPEEDUP, repeatable");
+  cmd->add_option("--metric_scope", sub->metric_scope,
+                  "measure and gate only this metric, repeatable (no --branch)");
   cmd->add_option("--hypothesis", *sub->req.mutable_hypothesis(), "what you expect and why");
   cmd->add_option("--campaign", *sub->req.mutable_campaign(), "groups an agent's experiments");
   cmd->add_option("--priority", [sub](const CLI::results_t& r) {

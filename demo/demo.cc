@@ -591,8 +591,7 @@ bool Demo::Bisect() {
   for (const nlohmann::json& step :
        result.is_object() ? result.value("steps", nlohmann::json::array()) : nlohmann::json()) {
     out_ << absl::StrFormat("  %s  %s  %s\n", step.value("commit", std::string()).substr(0, 12),
-                            step.value("text", std::string()),
-                            step.value("regressed", false) ? "regressed" : "clean");
+                            step.value("text", std::string()), step.value("result", std::string()));
   }
   const bool found = culprit == expected;
   out_ << absl::StrFormat("  culprit %s \"%s\" at %s: %s\n", culprit.substr(0, 12),

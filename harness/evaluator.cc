@@ -128,6 +128,17 @@ class Evaluation {
   // byte-identical in both arms go to unchanged_ and their metrics are
   // marked inputs_identical (never measured). Call once metrics_ is built.
   void FindUnchangedBenchmarks();
+  // Whether the request's metric scope takes in `metric` (an empty scope
+  // takes in every metric).
+  bool InScope(const std::string& metric) const {
+    return request_.metric_scope.empty() ||
+           std::find(request_.metric_scope.begin(), request_.metric_scope.end(), metric) !=
+               request_.metric_scope.end();
+  }
+  bool InScope(const v1::BenchmarkSpec& b) const {
+    return std::any_of(b.metrics().begin(), b.metrics().end(),
+                       [&](const v1::MetricSpec& m) { return InScope(m.name()); });
+  }
   KernelCheckSetup CheckSetup(bool candidate, const std::string& log_name) const;
   // ResourceExhausted when the workspace's filesystem is below
   // options_.min_free_bytes or, after a failed stage (`after_failure`), a
@@ -226,6 +237,24 @@ absl::StatusOr<bool> Evaluation::Preflight() {
   gate_input_.params = *params;
   gate_input_.claims = request_.claims;
   gate_input_.seed = request_.seed;
+  const std::vector<std::string> measured = MeasuredMetrics(manifest_);
+  for (const std::string& metric : request_.metric_scope) {
+    if (std::find(measured.begin(), measured.end(), metric) == measured.end()) {
+      run.End(v1::STAGE_ERROR, "metric scope names an unknown metric");
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "the metric scope names %s, which the baseline's manifest does not measure (it "
+          "measures %s)",
+          metric, absl::StrJoin(measured, ", ")));
+    }
+  }
+  for (const v1::Claim& claim : request_.claims) {
+    if (!InScope(claim.metric())) {
+      run.End(v1::STAGE_ERROR, "a claim outside the metric scope");
+      return absl::InvalidArgumentError(
+          absl::StrFormat("the claim on %s is outside the metric scope (%s)", claim.metric(),
+                          absl::StrJoin(request_.metric_scope, ", ")));
+    }
+  }
 
   absl::StatusOr<std::vector<std::string>> changed =
       git_.ChangedPaths(checkout_.mirror, checkout_.baseline_sha, checkout_.candidate_sha);
@@ -461,7 +490,7 @@ absl::StatusOr<bool> Evaluation::Correctness() {
 absl::StatusOr<bool> Evaluation::Benchmarks() {
   std::vector<const v1::KernelCheck*> timed_checks;
   for (const v1::KernelCheck& c : manifest_.kernel_checks()) {
-    if (!c.metric().empty()) timed_checks.push_back(&c);
+    if (!c.metric().empty() && InScope(c.metric())) timed_checks.push_back(&c);
   }
   if (manifest_.benchmarks().empty() && timed_checks.empty()) {
     Skip(v1::MICROBENCHMARK, "no benchmarks declared", listener_, &stages_);
@@ -492,7 +521,13 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
     metrics_.push_back(s);
   }
   bool has_micro = !timed_checks.empty(), has_e2e = false;
+  // Benchmarks producing no metric of the request's scope are not run.
+  std::vector<std::string> out_of_scope;
   for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
+    if (!InScope(b)) {
+      out_of_scope.push_back(b.name());
+      continue;
+    }
     (b.kind() == v1::GOOGLE_BENCHMARK ? has_micro : has_e2e) = true;
   }
   // Both kinds run interleaved in one ABBA loop so that the gate sees every
@@ -500,10 +535,12 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   StageRun micro(has_micro ? v1::MICROBENCHMARK : v1::END_TO_END, listener_, &stages_);
   FindUnchangedBenchmarks();
   const bool nothing_to_measure =
-      timed_checks.empty() && unchanged_.size() == static_cast<size_t>(manifest_.benchmarks_size());
+      timed_checks.empty() &&
+      unchanged_.size() + out_of_scope.size() == static_cast<size_t>(manifest_.benchmarks_size());
   // The metric the per-pair progress line shows: the first one measured.
-  const auto shown = std::find_if(metrics_.begin(), metrics_.end(),
-                                  [](const MetricSamples& m) { return !m.inputs_identical; });
+  const auto shown = std::find_if(metrics_.begin(), metrics_.end(), [&](const MetricSamples& m) {
+    return !m.inputs_identical && InScope(m.name);
+  });
   int pairs = 0;
   int target = nothing_to_measure ? 0 : results::PlanLooks(gate_input_.params).pairs.front();
   int64_t next_sample_id = 1;
@@ -589,7 +626,7 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
       }
       size_t first_metric = 0;
       for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
-        if (unchanged_.count(b.name())) {
+        if (unchanged_.count(b.name()) || !InScope(b)) {
           first_metric += b.metrics_size();
           continue;
         }
@@ -679,6 +716,8 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
               }
               for (size_t i = 0; i < values.size(); ++i, ++metric_index) {
                 MetricSamples& s = metrics_[metric_index];
+                // Kept out of the samples too, so that recompute sees what the gate saw.
+                if (!InScope(s.name)) continue;
                 (candidate ? s.candidate : s.baseline).push_back(values[i]);
                 v1::Sample sample;
                 sample.set_id(next_sample_id++);
@@ -752,7 +791,9 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
         listener_->OnProgress(p);
       }
     }
-    gate_input_.metrics = metrics_;
+    gate_input_.metrics.clear();
+    std::copy_if(metrics_.begin(), metrics_.end(), std::back_inserter(gate_input_.metrics),
+                 [&](const MetricSamples& m) { return InScope(m.name); });
     absl::StatusOr<GateResult> result = results::Evaluate(gate_input_);
     if (!result.ok()) return result.status();
     if (!result->needs_more_pairs) {
@@ -773,6 +814,10 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   if (!nothing_to_measure && !unchanged_.empty()) {
     absl::StrAppend(&summary, "; not measured, inputs byte-identical in both arms: ",
                     absl::StrJoin(unchanged_, ", "));
+  }
+  if (!request_.metric_scope.empty()) {
+    absl::StrAppend(&summary, "; scoped to ", absl::StrJoin(request_.metric_scope, ", "),
+                    out_of_scope.empty() ? "" : ", not run: " + absl::StrJoin(out_of_scope, ", "));
   }
   if (remeasured > 0) {
     absl::StrAppendFormat(&summary,
@@ -808,7 +853,7 @@ void Evaluation::FindUnchangedBenchmarks() {
   for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
     const size_t metrics = b.metrics_size();
     first_metric += metrics;
-    if (!b.skip_when_identical()) continue;
+    if (!b.skip_when_identical() || !InScope(b)) continue;
     absl::StatusOr<InputComparison> inputs =
         CompareBenchmarkInputs(b, checkout_.baseline_dir, checkout_.candidate_dir);
     std::string message;
@@ -882,7 +927,7 @@ std::string Evaluation::Traces() {
   const std::string dir = std::filesystem::absolute(request_.out_dir, ec).string() + "/traces";
   std::vector<std::string> notes;
   for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
-    if (b.trace_arg().empty() || unchanged_.count(b.name())) continue;
+    if (b.trace_arg().empty() || unchanged_.count(b.name()) || !InScope(b)) continue;
     std::filesystem::create_directories(dir, ec);
     for (bool candidate : {false, true}) {
       const std::string arm = candidate ? "candidate" : "baseline";

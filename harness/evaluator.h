@@ -50,6 +50,10 @@ struct EvalRequest {
   // UNSPECIFIED: GAIN.
   v1::Policy policy = v1::POLICY_UNSPECIFIED;
   std::vector<v1::Claim> claims;
+  // Empty: every metric. Otherwise the benchmark stage measures and gates
+  // only these (v1::Candidate::metric_scope); each must be one the
+  // baseline's manifest measures (else InvalidArgument).
+  std::vector<std::string> metric_scope;
   bool protected_path_override = false;
   std::string override_reason;
   // Feedback bundle directory; empty: none.

@@ -626,6 +626,17 @@ absl::StatusOr<Manifest> LoadManifestFile(const std::string& path,
   return manifest;
 }
 
+std::vector<std::string> MeasuredMetrics(const v1::Manifest& m) {
+  std::vector<std::string> names;
+  for (const v1::BenchmarkSpec& b : m.benchmarks()) {
+    for (const v1::MetricSpec& metric : b.metrics()) names.push_back(metric.name());
+  }
+  for (const v1::KernelCheck& c : m.kernel_checks()) {
+    if (!c.metric().empty()) names.push_back(c.metric());
+  }
+  return names;
+}
+
 std::string BenchmarkExecutable(const v1::BenchmarkSpec& b) {
   std::vector<absl::string_view> words =
       absl::StrSplit(b.command(), absl::ByAnyChar(" \t"), absl::SkipEmpty());

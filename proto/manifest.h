@@ -66,6 +66,10 @@ const std::vector<std::string>& KnownPrecisionOps();
 // executable's path relative to the checkout.
 std::string BenchmarkExecutable(const densegate::v1::BenchmarkSpec& b);
 
+// Every metric the manifest's benchmark stage measures: each benchmark's
+// metrics in order, then each timed kernel check's.
+std::vector<std::string> MeasuredMetrics(const densegate::v1::Manifest& m);
+
 // Parses JSON text into a manifest. On failure returns the errors (at least
 // one), each naming the field or the line and column.
 absl::StatusOr<densegate::v1::Manifest> ParseManifest(

@@ -94,6 +94,14 @@ TEST(ManifestTest, RepetitionAggregateParsesAndDefaultsToMedian) {
   EXPECT_EQ(m->benchmarks(1).metrics(0).aggregate(), v1::REPETITION_MEDIAN);
 }
 
+TEST(ManifestTest, MeasuredMetricsAreTheBenchmarksThenTheTimedKernelChecks) {
+  std::vector<ManifestError> errors;
+  absl::StatusOr<v1::Manifest> m = ParseManifest(ValidManifest().dump(), &errors);
+  ASSERT_TRUE(m.ok()) << Describe(errors);
+  EXPECT_THAT(MeasuredMetrics(*m),
+              ::testing::ElementsAre("kda_decode.fused_b32", "serve.output_tps", "kda_decode.b8"));
+}
+
 TEST(ManifestTest, BenchmarkExecutableIsTheCommandsFirstWord) {
   v1::BenchmarkSpec b;
   b.set_command("  bazel-bin/kernels/bench\t--benchmark_filter='x$' --n=2");

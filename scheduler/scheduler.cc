@@ -2,11 +2,13 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <functional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "google/protobuf/util/time_util.h"
 #include "harness/workspace/git.h"
 #include "proto/manifest.h"
@@ -65,6 +67,19 @@ class Scheduler::ClientService final : public v1::Densegate::Service {
     for (const v1::Claim& c : req->claims()) {
       if (c.metric().empty() || !(c.min_speedup() > 0)) {
         return Invalid("each claim needs a metric and a min_speedup > 0");
+      }
+    }
+    if (req->metric_scope_size() > 64) return Invalid("metric_scope names over 64 metrics");
+    if (!req->metric_scope().empty() && !req->target_branch().empty()) {
+      return Invalid(
+          "an evaluation with a metric_scope measures only some metrics, so it cannot target a "
+          "branch: submit it without one");
+    }
+    for (const v1::Claim& c : req->claims()) {
+      if (!req->metric_scope().empty() &&
+          std::find(req->metric_scope().begin(), req->metric_scope().end(), c.metric()) ==
+              req->metric_scope().end()) {
+        return Invalid("the claim on " + c.metric() + " is outside the metric_scope");
       }
     }
     if (who.role == Role::kAgent && req->kind() != v1::EXPERIMENT) {
@@ -478,10 +493,20 @@ absl::StatusOr<results::SubmitResult> Scheduler::Enqueue(const v1::SubmitRequest
         "the baseline commit %s has no %s", base->substr(0, 12), kManifestFileName));
   }
   std::vector<ManifestError> errors;
-  if (!ParseManifest(*manifest, &errors).ok()) {
+  absl::StatusOr<v1::Manifest> parsed = ParseManifest(*manifest, &errors);
+  if (!parsed.ok()) {
     return absl::FailedPreconditionError(
         "the baseline's manifest is invalid: " +
         (errors.empty() ? std::string("parse error") : errors[0].ToString()));
+  }
+  const std::vector<std::string> measured = MeasuredMetrics(*parsed);
+  for (const std::string& metric : req.metric_scope()) {
+    if (std::find(measured.begin(), measured.end(), metric) == measured.end()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "metric_scope names %s, which the baseline's manifest does not measure (it measures "
+          "%s)",
+          metric.empty() ? "\"\"" : metric, absl::StrJoin(measured, ", ")));
+    }
   }
   if (req.kind() == v1::EXPERIMENT) {
     v1::ListEvaluationsRequest q;
@@ -500,7 +525,11 @@ absl::StatusOr<results::SubmitResult> Scheduler::Enqueue(const v1::SubmitRequest
   results::SubmitParams p;
   v1::Candidate& c = p.candidate;
   const std::string manifest_hash = Hex(*manifest);
-  c.set_id(Hex(absl::StrCat(req.repo(), "\n", *base, "\n", *cand, "\n", manifest_hash)));
+  std::string identity = absl::StrCat(req.repo(), "\n", *base, "\n", *cand, "\n", manifest_hash);
+  if (!req.metric_scope().empty()) {
+    absl::StrAppend(&identity, "\nscope ", absl::StrJoin(req.metric_scope(), ","));
+  }
+  c.set_id(Hex(identity));
   c.set_repo(req.repo());
   c.set_target_branch(req.target_branch());
   c.set_baseline_ref(req.baseline_ref());
@@ -516,6 +545,7 @@ absl::StatusOr<results::SubmitResult> Scheduler::Enqueue(const v1::SubmitRequest
   c.set_protected_path_override(req.protected_path_override());
   c.set_override_reason(req.override_reason());
   c.set_manifest_hash(manifest_hash);
+  *c.mutable_metric_scope() = req.metric_scope();
   p.priority = req.priority();
   p.max_attempts = options_.max_attempts;
   absl::StatusOr<results::SubmitResult> r = store_->Submit(p);

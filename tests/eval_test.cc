@@ -83,6 +83,7 @@ class EvalTest : public ::testing::Test {
     request.candidate_ref = "HEAD";
     request.policy = policy;
     request.claims = std::move(claims);
+    request.metric_scope = metric_scope_;
     request.protected_path_override = override_protected;
     request.override_reason = "test";
     request.out_dir = Tmp() + "/out-" + name_;
@@ -111,6 +112,8 @@ class EvalTest : public ::testing::Test {
       NewSandboxLauncher(SandboxOptions{.scratch_root = Tmp()});
   Recorder recorder_;
   std::string name_, repo_;
+  // EvalRequest::metric_scope of every Eval().
+  std::vector<std::string> metric_scope_;
 };
 
 constexpr char kFastChecksum[] = R"(#pragma once
@@ -293,6 +296,46 @@ TEST_F(EvalTest, BothArmsOfEachBenchmarkRunBackToBack) {
   EXPECT_EQ(at(7), "1 checksum.time_again BASELINE");
   // Per benchmark: before each arm and after both.
   EXPECT_EQ(probe.calls(), 1 + 6 * pairs);
+}
+
+// A metric scope (a bisection step's): the benchmark measuring none of its
+// metrics is not run, and the verdict and samples hold the scoped metric
+// only, so that recompute sees what the gate saw.
+TEST_F(EvalTest, AMetricScopeRunsOnlyTheBenchmarksMeasuringIt) {
+  nlohmann::json manifest = nlohmann::json::parse(std::ifstream(repo_ + "/densegate.json"));
+  nlohmann::json again = manifest["benchmarks"][0];
+  const std::string first = manifest["benchmarks"][0]["name"];
+  again["name"] = "micro-again";
+  again["metrics"][0]["name"] = "checksum.time_again";
+  manifest["benchmarks"].push_back(again);
+  Write("densegate.json", manifest.dump(2));
+  Commit("two benchmarks");
+  Write("checksum.h", kFastChecksum);
+  Commit("faster checksum");
+  metric_scope_ = {"checksum.time_again"};
+  EvalOutcome o = Eval(v1::NO_REGRESSION);
+  EXPECT_EQ(o.verdict.decision(), v1::ACCEPT) << Reasons(o.verdict);
+  ASSERT_EQ(o.verdict.metrics_size(), 1) << Reasons(o.verdict);
+  EXPECT_EQ(o.verdict.metrics(0).metric(), "checksum.time_again");
+  EXPECT_GT(o.verdict.metrics(0).n_pairs(), 0);
+  ASSERT_FALSE(o.samples.empty());
+  for (const v1::Sample& sample : o.samples) EXPECT_EQ(sample.metric(), "checksum.time_again");
+  const v1::Stage* stage = BenchmarkStage(o.verdict);
+  ASSERT_NE(stage, nullptr);
+  EXPECT_THAT(stage->summary(), HasSubstr("scoped to checksum.time_again, not run: " + first));
+
+  // A scope naming a metric the manifest does not measure is a bad request.
+  EvaluatorOptions options;
+  options.workspace_root = Tmp() + "/ws-" + name_;
+  Evaluator evaluator(options, launcher_.get());
+  EvalRequest request;
+  request.repo = repo_;
+  request.baseline_ref = "HEAD~1";
+  request.candidate_ref = "HEAD";
+  request.metric_scope = {"checksum.nope"};
+  absl::StatusOr<EvalOutcome> unknown = evaluator.Evaluate(request, nullptr);
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("does not measure"));
 }
 
 // A machine that never settles: after max_pairs re-measures, pairs are kept

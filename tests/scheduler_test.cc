@@ -21,6 +21,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "proto/densegate.grpc.pb.h"
 #include "results/store/testing/test_database.h"
 
@@ -29,6 +30,7 @@ extern char** environ;
 namespace densegate {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 std::string Tmp() { return std::getenv("TEST_TMPDIR"); }
@@ -574,6 +576,14 @@ TEST_F(SchedulerTest, BisectFindsTheCommitThatSlowedTheMetric) {
   ASSERT_EQ(WEXITSTATUS(rc), 0) << text.str() << err.str();
   EXPECT_THAT(text.str(), HasSubstr("\"culprit\": \"" + slow + "\""));
   EXPECT_THAT(text.str(), HasSubstr("reduce in 128 bits"));
+  // Each step is an evaluation scoped to the metric, classified by the gate.
+  const nlohmann::json result = nlohmann::json::parse(text.str());
+  ASSERT_FALSE(result["steps"].empty());
+  for (const nlohmann::json& step : result["steps"]) {
+    const std::string& commit = step["commit"].get<std::string>();
+    EXPECT_EQ(step["result"], commit == slow ? "regressed" : "clean") << step.dump();
+    EXPECT_THAT(Get(step["evaluation"]).candidate().metric_scope(), ElementsAre("checksum.time"));
+  }
   // The report puts the bisection back together and names the same commit.
   EXPECT_THAT(Http("/report?format=md&token=viewer-token-1"),
               HasSubstr("culprit " + slow.substr(0, 12)));
@@ -648,6 +658,43 @@ TEST_F(SchedulerTest, RolesAndBadRequestsGetPreciseStatuses) {
     huge_ctx.AddMetadata("authorization", "Bearer ci-token-0001");
     EXPECT_EQ(stub_->Submit(&huge_ctx, req, &big).error_code(),
               grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  // A metric scope: only metrics the baseline's manifest measures, never
+  // with a target branch (a scoped evaluation cannot land), claims inside
+  // it; a valid one is its own candidate, not a duplicate of the unscoped.
+  {
+    auto scoped = [&](const std::string& metric, const std::string& branch,
+                      const std::string& claim, v1::SubmitResponse* out) {
+      v1::SubmitRequest req;
+      req.set_repo(repo_);
+      req.set_baseline_ref("base");
+      req.set_candidate_ref("comment");
+      req.set_kind(v1::CI);
+      req.add_metric_scope(metric);
+      req.set_target_branch(branch);
+      if (!claim.empty()) {
+        v1::Claim* c = req.add_claims();
+        c->set_metric(claim);
+        c->set_min_speedup(1.1);
+      }
+      grpc::ClientContext ctx;
+      ctx.AddMetadata("authorization", "Bearer ci-token-0001");
+      return stub_->Submit(&ctx, req, out);
+    };
+    v1::SubmitResponse unused;
+    s = scoped("checksum.nope", "", "", &unused);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(s.error_message(), HasSubstr("it measures checksum.time"));
+    EXPECT_EQ(scoped("checksum.time", "main", "", &unused).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(scoped("checksum.time", "", "other.metric", &unused).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+    v1::SubmitResponse plain, scope;
+    ASSERT_TRUE(Submit("ci-token-0001", "comment", v1::CI, &plain).ok());
+    ASSERT_TRUE(scoped("checksum.time", "", "", &scope).ok());
+    EXPECT_FALSE(scope.deduplicated());
+    EXPECT_NE(scope.evaluation().id(), plain.evaluation().id());
+    EXPECT_THAT(scope.evaluation().candidate().metric_scope(), ElementsAre("checksum.time"));
   }
   // A node finishing a lease another node holds: FAILED_PRECONDITION, and
   // the holder's lease is untouched.

@@ -162,8 +162,7 @@ const std::vector<std::string> kNodeHeaders = {"node", "state", "calibration noi
 
 std::vector<std::string> BisectCells(const json& s) {
   return {absl::StrCat(s["index"].get<int>()), s["commit"], s["evaluation"],
-          s.contains("text") ? s["text"].get<std::string>() : "-",
-          s["regressed"].get<bool>() ? "regressed" : "clean"};
+          s.contains("text") ? s["text"].get<std::string>() : "-", s["result"]};
 }
 const std::vector<std::string> kBisectHeaders = {"#", "commit", "evaluation",
                                                  "speedup vs good [interval]", "result"};
@@ -215,6 +214,26 @@ const v1::MetricComparison* FindMetric(const v1::Verdict& verdict, absl::string_
   return nullptr;
 }
 
+BisectResult ClassifyBisectStep(const v1::Verdict& verdict, absl::string_view metric) {
+  if (FindMetric(verdict, metric) == nullptr) return BisectResult::kUndecided;
+  for (const v1::Reason& r : verdict.reasons()) {
+    if (r.code() == v1::REGRESSION && r.metric() == metric) return BisectResult::kRegressed;
+  }
+  return verdict.decision() == v1::ACCEPT ? BisectResult::kClean : BisectResult::kUndecided;
+}
+
+const char* BisectResultName(BisectResult result) {
+  switch (result) {
+    case BisectResult::kClean:
+      return "clean";
+    case BisectResult::kRegressed:
+      return "regressed";
+    case BisectResult::kUndecided:
+      break;
+  }
+  return "undecided";
+}
+
 namespace {
 
 // Each bisection: its steps in range order and the culprit, the first
@@ -247,11 +266,11 @@ json Bisections(const std::vector<v1::Evaluation>& evaluations) {
     int clean_up_to = 0;  // Highest index known clean (0: the good end).
     for (const auto& [index, e] : steps) {
       const v1::MetricComparison* m = FindMetric(e->verdict(), metric);
-      const bool regressed = m != nullptr && SlowerBeyondNoise(*m);
+      const BisectResult result = ClassifyBisectStep(e->verdict(), metric);
       json step = {{"index", index},
                    {"commit", e->candidate().candidate_sha().substr(0, 12)},
                    {"evaluation", e->id()},
-                   {"regressed", regressed}};
+                   {"result", BisectResultName(result)}};
       if (m != nullptr) {
         step["speedup"] = m->speedup();
         step["ci_low"] = m->ci_low();
@@ -259,8 +278,9 @@ json Bisections(const std::vector<v1::Evaluation>& evaluations) {
         step["text"] = SpeedupText(*m);
       }
       b["steps"].push_back(step);
-      if (!regressed) clean_up_to = std::max(clean_up_to, index);
-      if (regressed && b["culprit"].is_null() && index == clean_up_to + 1) {
+      if (result == BisectResult::kClean) clean_up_to = std::max(clean_up_to, index);
+      if (result == BisectResult::kRegressed && b["culprit"].is_null() &&
+          index == clean_up_to + 1) {
         b["culprit"] = step;
       }
     }

@@ -62,10 +62,20 @@ std::string BisectCampaign(const std::string& metric, const std::string& good,
                            const std::string& bad);
 std::string BisectHypothesis(int index, int count);
 
-// The comparison of `metric` in `verdict`, or null; and what a bisection
-// counts as regressed: slower beyond noise, the whole interval below 1.
+// The comparison of `metric` in `verdict`, or null.
 const v1::MetricComparison* FindMetric(const v1::Verdict& verdict, absl::string_view metric);
-inline bool SlowerBeyondNoise(const v1::MetricComparison& m) { return m.ci_high() < 1; }
+
+// What one bisection step's verdict says of its metric, by the gate's own
+// test (the policy's regression budget, multiplicity-corrected), never by
+// the interval alone: an interval just below 1 is noise or a slowdown the
+// gate tolerates. Regressed: the gate found the metric slower beyond the
+// budget. Clean: the verdict accepted (every metric's slowdown bounded
+// within the budget, or its inputs identical). Undecided: anything else (an
+// inconclusive verdict, a failed stage, the metric not measured).
+enum class BisectResult { kClean, kRegressed, kUndecided };
+BisectResult ClassifyBisectStep(const v1::Verdict& verdict, absl::string_view metric);
+// "clean", "regressed" or "undecided".
+const char* BisectResultName(BisectResult result);
 
 // A comparison's speedup as every text view prints it: "2.430x [2.250,
 // 2.910], 20 pairs", or that it was not measured because its benchmark's

@@ -137,6 +137,7 @@ class ReportTest : public ::testing::Test {
     if (spec.code != v1::REASON_CODE_UNSPECIFIED) {
       v1::Reason* r = v.add_reasons();
       r->set_code(spec.code);
+      if (spec.code == v1::REGRESSION) r->set_metric("kda.fused");
       r->set_message(absl::StrCat(spec.id, ": ", v1::ReasonCode_Name(spec.code)));
     }
     EXPECT_TRUE(store_->FinishLease(lease, v).ok());
@@ -393,11 +394,32 @@ TEST_F(ReportTest, BisectionsComeBackTogetherWithTheirCulprit) {
   EXPECT_EQ(b[0]["commits"], 7);
   ASSERT_EQ(b[0]["steps"].size(), 3);
   EXPECT_EQ(b[0]["steps"][0]["index"], 3);
-  EXPECT_FALSE(b[0]["steps"][0]["regressed"].get<bool>());
+  EXPECT_EQ(b[0]["steps"][0]["result"], "clean");
+  EXPECT_EQ(b[0]["steps"][1]["result"], "regressed");
   ASSERT_FALSE(b[0]["culprit"].is_null());
   EXPECT_EQ(b[0]["culprit"]["commit"], "b4-sha-01234");
   EXPECT_THAT(RenderMarkdown(*report), HasSubstr("culprit b4-sha-01234"));
   EXPECT_THAT(RenderHtml(*report), HasSubstr("culprit <code>b4-sha-01234</code>"));
+}
+
+TEST_F(ReportTest, ABisectionStepIsJudgedByTheGateNotByItsInterval) {
+  // Commit 3 measured 0.95x [0.903, 0.998], yet the gate accepted it (the
+  // slowdown is bounded within its budget): clean, whatever the interval's
+  // side of 1. Commit 5 ended inconclusive: undecided, so nothing past 3 is
+  // known and there is no culprit.
+  const std::string campaign = BisectCampaign("kda.fused", "good0123456789", "bad0123456789");
+  Finish("b3", v1::ACCEPT, 105, 0.95, v1::VERIFIED, false, campaign, BisectHypothesis(3, 7));
+  Finish("b5", v1::INCONCLUSIVE, 120, 0.9, v1::UNDECIDED, false, campaign, BisectHypothesis(5, 7));
+  absl::StatusOr<nlohmann::json> report = BuildReport(*store_, {}, absl::FromUnixSeconds(0));
+  ASSERT_TRUE(report.ok()) << report.status();
+  const nlohmann::json& b = (*report)["bisections"];
+  ASSERT_EQ(b.size(), 1);
+  ASSERT_EQ(b[0]["steps"].size(), 2);
+  EXPECT_LT(b[0]["steps"][0]["ci_high"].get<double>(), 1);
+  EXPECT_EQ(b[0]["steps"][0]["result"], "clean");
+  EXPECT_EQ(b[0]["steps"][1]["result"], "undecided");
+  EXPECT_TRUE(b[0]["culprit"].is_null());
+  EXPECT_THAT(RenderMarkdown(*report), HasSubstr("| undecided |"));
 }
 
 TEST_F(ReportTest, AnEmptyPeriodSaysSo) {
