@@ -126,8 +126,15 @@ class Evaluation {
   absl::StatusOr<bool> Benchmarks();
   // Compares the inputs of each benchmark with skip_when_identical; those
   // byte-identical in both arms go to unchanged_ and their metrics are
-  // marked inputs_identical (never measured). Call once metrics_ is built.
+  // marked inputs_identical (never measured). Records each one's digests in
+  // benchmark_inputs_. Call once metrics_ is built.
   void FindUnchangedBenchmarks();
+  // For a re-measure (request_.prior) whose every benchmark to measure read
+  // the prior's inputs arm for arm: the prior's complete leading pairs of
+  // their metrics into metrics_ and samples_ (new ids from
+  // *next_sample_id). Returns the pairs taken (0: none, measure all) and
+  // says why in *note.
+  int TakePriorSamples(int64_t* next_sample_id, std::string* note);
   // Whether the request's metric scope takes in `metric` (an empty scope
   // takes in every metric).
   bool InScope(const std::string& metric) const {
@@ -168,6 +175,8 @@ class Evaluation {
   std::vector<MetricSamples> metrics_;
   // Benchmarks not measured: their inputs were identical in both arms.
   std::set<std::string> unchanged_;
+  // Input digests of the benchmarks with skip_when_identical, per arm.
+  std::vector<v1::BenchmarkInputs> benchmark_inputs_;
   // Benchmark -> counter -> values per arm (baseline, candidate).
   std::map<std::string, std::map<std::string, std::pair<std::vector<double>, std::vector<double>>>>
       counter_samples_;
@@ -544,6 +553,11 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   int pairs = 0;
   int target = nothing_to_measure ? 0 : results::PlanLooks(gate_input_.params).pairs.front();
   int64_t next_sample_id = 1;
+  std::string prior_note;
+  if (!nothing_to_measure && timed_checks.empty()) {
+    pairs = TakePriorSamples(&next_sample_id, &prior_note);
+    target = std::max(target, pairs);
+  }
   // Pairs measured again because the machine probe moved during them, and
   // pairs kept although it did (once the re-measure budget was spent).
   int remeasured = 0, kept_unsteady = 0;
@@ -815,6 +829,7 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
     absl::StrAppend(&summary, "; not measured, inputs byte-identical in both arms: ",
                     absl::StrJoin(unchanged_, ", "));
   }
+  if (!prior_note.empty()) absl::StrAppend(&summary, "; ", prior_note);
   if (!request_.metric_scope.empty()) {
     absl::StrAppend(&summary, "; scoped to ", absl::StrJoin(request_.metric_scope, ", "),
                     out_of_scope.empty() ? "" : ", not run: " + absl::StrJoin(out_of_scope, ", "));
@@ -854,6 +869,14 @@ void Evaluation::FindUnchangedBenchmarks() {
     const size_t metrics = b.metrics_size();
     first_metric += metrics;
     if (!b.skip_when_identical() || !InScope(b)) continue;
+    absl::StatusOr<std::string> baseline = BenchmarkInputsDigest(b, checkout_.baseline_dir);
+    absl::StatusOr<std::string> candidate = BenchmarkInputsDigest(b, checkout_.candidate_dir);
+    if (baseline.ok() && candidate.ok()) {
+      v1::BenchmarkInputs& digests = benchmark_inputs_.emplace_back();
+      digests.set_benchmark(b.name());
+      digests.set_baseline_digest(*baseline);
+      digests.set_candidate_digest(*candidate);
+    }
     absl::StatusOr<InputComparison> inputs =
         CompareBenchmarkInputs(b, checkout_.baseline_dir, checkout_.candidate_dir);
     std::string message;
@@ -879,6 +902,92 @@ void Evaluation::FindUnchangedBenchmarks() {
       listener_->OnProgress(p);
     }
   }
+}
+
+int Evaluation::TakePriorSamples(int64_t* next_sample_id, std::string* note) {
+  const v1::PriorMeasurement& prior = request_.prior;
+  if (prior.evaluation_id().empty()) return 0;
+  auto digests_of = [](const auto& list, const std::string& benchmark) {
+    const auto it = std::find_if(list.begin(), list.end(), [&](const v1::BenchmarkInputs& d) {
+      return d.benchmark() == benchmark;
+    });
+    return it == list.end() ? nullptr : &*it;
+  };
+  // The benchmarks to measure, each with its first metric's index.
+  std::vector<std::pair<const v1::BenchmarkSpec*, size_t>> measured;
+  size_t first_metric = 0;
+  for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
+    if (InScope(b) && unchanged_.count(b.name()) == 0) measured.push_back({&b, first_metric});
+    first_metric += b.metrics_size();
+  }
+  for (const auto& [b, index] : measured) {
+    const v1::BenchmarkInputs* ours = digests_of(benchmark_inputs_, b->name());
+    const v1::BenchmarkInputs* theirs = digests_of(prior.benchmark_inputs(), b->name());
+    if (ours == nullptr || theirs == nullptr ||
+        ours->baseline_digest() != theirs->baseline_digest() ||
+        ours->candidate_digest() != theirs->candidate_digest()) {
+      *note = absl::StrFormat("measured anew: %s read other inputs than in evaluation %s",
+                              b->name(), prior.evaluation_id());
+      return 0;
+    }
+  }
+  // metric index -> pair -> (baseline, candidate).
+  std::map<size_t, std::map<int, std::pair<const v1::Sample*, const v1::Sample*>>> by_metric;
+  for (const auto& [b, index] : measured) {
+    for (int i = 0; i < b->metrics_size(); ++i) {
+      if (InScope(b->metrics(i).name())) by_metric[index + i];
+    }
+  }
+  for (const v1::Sample& s : prior.samples()) {
+    for (auto& [index, pairs] : by_metric) {
+      if (metrics_[index].name != s.metric()) continue;
+      auto& slot = pairs[s.pair_index()];
+      (s.arm() == v1::BASELINE ? slot.first : slot.second) = &s;
+    }
+  }
+  auto complete = [&](int pair) {
+    for (const auto& [index, pairs] : by_metric) {
+      const auto it = pairs.find(pair);
+      if (it == pairs.end() || it->second.first == nullptr || it->second.second == nullptr) {
+        return false;
+      }
+    }
+    return true;
+  };
+  int taken = 0;
+  while (!by_metric.empty() && complete(taken)) ++taken;
+  if (taken == 0) {
+    *note = absl::StrFormat("measured anew: evaluation %s left no complete pair",
+                            prior.evaluation_id());
+    return 0;
+  }
+  // In the prior's measurement order (pair by pair, ABBA).
+  for (const v1::Sample& s : prior.samples()) {
+    if (s.pair_index() >= taken) continue;
+    for (const auto& [index, pairs] : by_metric) {
+      if (pairs.at(s.pair_index()).first != &s && pairs.at(s.pair_index()).second != &s) continue;
+      MetricSamples& m = metrics_[index];
+      (s.arm() == v1::BASELINE ? m.baseline : m.candidate).push_back(s.value());
+      // This evaluation's sample now, with the prior's value and timings.
+      v1::Sample& copy = samples_.emplace_back(s);
+      copy.set_id((*next_sample_id)++);
+      copy.clear_evaluation_id();
+      copy.clear_recorded_at();
+    }
+  }
+  std::vector<std::string> names;
+  for (const auto& [b, index] : measured) names.push_back(b->name());
+  *note = absl::StrFormat(
+      "%d pairs taken from evaluation %s: %s read the same inputs, arm for arm, as there", taken,
+      prior.evaluation_id(), absl::StrJoin(names, ", "));
+  if (listener_ != nullptr) {
+    v1::Progress p;
+    p.set_stage(v1::MICROBENCHMARK);
+    p.set_repetition(taken);
+    p.set_message(*note);
+    listener_->OnProgress(p);
+  }
+  return taken;
 }
 
 absl::Status Evaluation::CheckDiskSpace(bool after_failure) const {
@@ -1027,6 +1136,7 @@ absl::StatusOr<EvalOutcome> Evaluation::Run() {
   context.software_version = options_.software_version;
   for (const v1::Sample& s : samples_) context.sample_ids.push_back(s.id());
   context.stages = stages_;
+  context.benchmark_inputs = benchmark_inputs_;
   outcome.verdict = results::MakeVerdict(gate_input_, gate_, context);
   WriteFeedbackBundle(request_.out_dir, &outcome.verdict, stages_, samples_, counters_,
                       absl::OkStatus());

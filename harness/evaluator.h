@@ -19,7 +19,11 @@
 //      (microbenchmark stage) and JSON commands (end-to-end stage), baseline
 //      and candidate interleaved ABBA (the two arms of each benchmark back
 //      to back), each repetition a fresh process,
-//      pairs added until the sequential gate (results/gate) decides.
+//      pairs added until the sequential gate (results/gate) decides. A
+//      benchmark with skip_when_identical whose inputs are byte-identical in
+//      both arms is not run (harness/identity); a re-measure whose arms
+//      read the inputs of the evaluation it re-measures takes its samples
+//      (EvalRequest::prior).
 //      Self-reported times are checked against the process's own lifetime
 //      on the harness's clock.
 // Stages stop at the first failure. Every stage is reported to the
@@ -54,6 +58,13 @@ struct EvalRequest {
   // only these (v1::Candidate::metric_scope); each must be one the
   // baseline's manifest measures (else InvalidArgument).
   std::vector<std::string> metric_scope;
+  // A re-measure against a moved tip: the evaluation it re-measures (empty
+  // evaluation_id: none). When every benchmark to be measured has
+  // skip_when_identical and read, arm for arm, the inputs whose digests the
+  // prior recorded (and no timed kernel check is due), the prior's samples
+  // stand for this evaluation's: the same programs on the same data on a
+  // node of the same pool. Otherwise everything is measured.
+  v1::PriorMeasurement prior;
   bool protected_path_override = false;
   std::string override_reason;
   // Feedback bundle directory; empty: none.

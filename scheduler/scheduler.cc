@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -304,6 +305,7 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
               absl::MutexLock l(&s_->mu_);
               s_->granted_leases_[lease.id()] = {lease.evaluation().id(), {}};
             }
+            s_->AttachPrior(&lease);
             *resp->mutable_lease() = lease;
             return Status::OK;
           }
@@ -478,7 +480,8 @@ grpc::Service* Scheduler::client_service() { return client_.get(); }
 grpc::Service* Scheduler::node_service() { return node_.get(); }
 
 absl::StatusOr<results::SubmitResult> Scheduler::Enqueue(const v1::SubmitRequest& req,
-                                                         const std::string& submitter) {
+                                                         const std::string& submitter,
+                                                         const std::string& remeasure_of) {
   struct stat st;
   if (::stat(req.repo().c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return absl::NotFoundError("repository path does not exist: " + req.repo());
@@ -546,11 +549,30 @@ absl::StatusOr<results::SubmitResult> Scheduler::Enqueue(const v1::SubmitRequest
   c.set_override_reason(req.override_reason());
   c.set_manifest_hash(manifest_hash);
   *c.mutable_metric_scope() = req.metric_scope();
+  c.set_remeasure_of(remeasure_of);
   p.priority = req.priority();
   p.max_attempts = options_.max_attempts;
   absl::StatusOr<results::SubmitResult> r = store_->Submit(p);
   if (r.ok()) Notify();
   return r;
+}
+
+void Scheduler::AttachPrior(v1::Lease* lease) {
+  const std::string& prior_id = lease->evaluation().candidate().remeasure_of();
+  if (lease->job_kind() != v1::EVALUATION || prior_id.empty()) return;
+  // Without them the node measures everything, as for any evaluation.
+  absl::StatusOr<v1::Verdict> verdict = store_->GetVerdict(prior_id);
+  absl::StatusOr<std::vector<v1::Sample>> samples = store_->ListSamples(prior_id);
+  if (!verdict.ok() || !samples.ok()) return;
+  v1::PriorMeasurement* prior = lease->mutable_prior();
+  prior->set_evaluation_id(prior_id);
+  *prior->mutable_benchmark_inputs() = verdict->provenance().benchmark_inputs();
+  // Only those the verdict rests on (a pair measured again was taken back).
+  const std::set<int64_t> used(verdict->provenance().sample_ids().begin(),
+                               verdict->provenance().sample_ids().end());
+  for (const v1::Sample& s : *samples) {
+    if (used.count(s.id()) > 0) *prior->add_samples() = s;
+  }
 }
 
 absl::StatusOr<std::string> Scheduler::Remeasure(const v1::Evaluation& original,
@@ -570,7 +592,7 @@ absl::StatusOr<std::string> Scheduler::Remeasure(const v1::Evaluation& original,
   req.set_campaign(c.campaign());
   req.set_protected_path_override(c.protected_path_override());
   req.set_override_reason(c.override_reason());
-  absl::StatusOr<results::SubmitResult> r = Enqueue(req, c.submitter());
+  absl::StatusOr<results::SubmitResult> r = Enqueue(req, c.submitter(), original.id());
   if (!r.ok()) return r.status();
   return r->evaluation.id();
 }

@@ -94,9 +94,14 @@ class Scheduler {
 
   // Resolves the refs, reads and validates the baseline's manifest, applies
   // the per-submitter experiment limit and queues the candidate (or finds
-  // its twin). Authorization is the caller's.
+  // its twin). Authorization is the caller's. `remeasure_of`: the
+  // evaluation a merge-queue re-measure re-measures (Candidate.remeasure_of).
   absl::StatusOr<results::SubmitResult> Enqueue(const v1::SubmitRequest& request,
-                                                const std::string& submitter);
+                                                const std::string& submitter,
+                                                const std::string& remeasure_of = "");
+  // A re-measure's lease gets the digests and samples of the evaluation it
+  // re-measures (v1::PriorMeasurement); the node decides whether they stand.
+  void AttachPrior(v1::Lease* lease);
   // Queues the re-measurement the merge queue asks for; returns its id.
   absl::StatusOr<std::string> Remeasure(const v1::Evaluation& original,
                                         const std::string& tip_sha,

@@ -84,6 +84,7 @@ class EvalTest : public ::testing::Test {
     request.policy = policy;
     request.claims = std::move(claims);
     request.metric_scope = metric_scope_;
+    request.prior = prior_;
     request.protected_path_override = override_protected;
     request.override_reason = "test";
     request.out_dir = Tmp() + "/out-" + name_;
@@ -112,8 +113,9 @@ class EvalTest : public ::testing::Test {
       NewSandboxLauncher(SandboxOptions{.scratch_root = Tmp()});
   Recorder recorder_;
   std::string name_, repo_;
-  // EvalRequest::metric_scope of every Eval().
+  // EvalRequest::metric_scope and prior of every Eval().
   std::vector<std::string> metric_scope_;
+  v1::PriorMeasurement prior_;
 };
 
 constexpr char kFastChecksum[] = R"(#pragma once
@@ -336,6 +338,50 @@ TEST_F(EvalTest, AMetricScopeRunsOnlyTheBenchmarksMeasuringIt) {
   absl::StatusOr<EvalOutcome> unknown = evaluator.Evaluate(request, nullptr);
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("does not measure"));
+}
+
+// A re-measure whose arms read the inputs the re-measured evaluation's arms
+// read takes its samples: the same decision on the same values, no
+// benchmark process run. One whose digests differ measures everything.
+TEST_F(EvalTest, ARemeasureOfTheSameProgramsTakesTheEarlierSamples) {
+  nlohmann::json manifest = nlohmann::json::parse(std::ifstream(repo_ + "/densegate.json"));
+  manifest["benchmarks"][0]["skip_when_identical"] = true;
+  Write("densegate.json", manifest.dump(2));
+  Commit("compare the benchmark inputs");
+  Write("checksum.h", kFastChecksum);
+  Commit("faster checksum");
+  EvalOutcome first = Eval(v1::GAIN);
+  ASSERT_EQ(first.verdict.decision(), v1::ACCEPT) << Reasons(first.verdict);
+  const v1::Provenance& provenance = first.verdict.provenance();
+  ASSERT_EQ(provenance.benchmark_inputs_size(), 1);
+  EXPECT_NE(provenance.benchmark_inputs(0).baseline_digest(),
+            provenance.benchmark_inputs(0).candidate_digest());
+
+  prior_.set_evaluation_id("ev-first");
+  *prior_.mutable_benchmark_inputs() = provenance.benchmark_inputs();
+  for (const v1::Sample& s : first.samples) *prior_.add_samples() = s;
+  EvalOutcome again = Eval(v1::GAIN);
+  EXPECT_EQ(again.verdict.decision(), v1::ACCEPT) << Reasons(again.verdict);
+  ASSERT_EQ(again.verdict.metrics_size(), 1);
+  EXPECT_EQ(again.verdict.metrics(0).n_pairs(), first.verdict.metrics(0).n_pairs());
+  EXPECT_DOUBLE_EQ(again.verdict.metrics(0).speedup(), first.verdict.metrics(0).speedup());
+  ASSERT_EQ(again.samples.size(), first.samples.size());
+  for (size_t i = 0; i < first.samples.size(); ++i) {
+    EXPECT_EQ(again.samples[i].value(), first.samples[i].value());
+  }
+  const v1::Stage* stage = BenchmarkStage(again.verdict);
+  ASSERT_NE(stage, nullptr);
+  EXPECT_THAT(stage->summary(), HasSubstr(absl::StrFormat(
+                                    "%d pairs taken from evaluation ev-first",
+                                    first.verdict.metrics(0).n_pairs())));
+
+  // The candidate's program differs from the one the prior measured.
+  prior_.mutable_benchmark_inputs(0)->set_candidate_digest(std::string(64, '0'));
+  EvalOutcome anew = Eval(v1::GAIN);
+  EXPECT_EQ(anew.verdict.decision(), v1::ACCEPT) << Reasons(anew.verdict);
+  EXPECT_THAT(BenchmarkStage(anew.verdict)->summary(),
+              HasSubstr("measured anew: micro read other inputs than in evaluation ev-first"));
+  EXPECT_NE(anew.samples.front().value(), first.samples.front().value());
 }
 
 // A machine that never settles: after max_pairs re-measures, pairs are kept

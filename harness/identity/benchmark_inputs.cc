@@ -5,6 +5,11 @@
 #include <map>
 #include <vector>
 
+#include <openssl/evp.h>
+
+#include <memory>
+
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "proto/manifest.h"
@@ -73,33 +78,76 @@ absl::StatusOr<bool> SameContents(const fs::path& a, const fs::path& b, int64_t*
   return true;
 }
 
-}  // namespace
-
-absl::StatusOr<InputComparison> CompareBenchmarkInputs(const v1::BenchmarkSpec& benchmark,
-                                                       const std::string& baseline_dir,
-                                                       const std::string& candidate_dir) {
+// The executable must be a regular file (built); then every input under it,
+// its runfiles tree (less the MANIFEST) and the declared reads.
+absl::StatusOr<std::map<std::string, fs::path>> ListInputs(const v1::BenchmarkSpec& benchmark,
+                                                           const std::string& checkout,
+                                                           const char* arm) {
   const std::string executable = BenchmarkExecutable(benchmark);
-  for (const std::string* dir : {&baseline_dir, &candidate_dir}) {
-    std::error_code ec;
-    if (!fs::is_regular_file(fs::path(*dir) / executable, ec)) {
-      return absl::FailedPreconditionError(
-          absl::StrFormat("%s is not a file in the %s checkout", executable,
-                          dir == &baseline_dir ? "baseline" : "candidate"));
-    }
+  std::error_code ec;
+  if (!fs::is_regular_file(fs::path(checkout) / executable, ec)) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s is not a file in the %s checkout", executable, arm));
   }
   const std::string runfiles = executable + ".runfiles";
   std::vector<std::string> roots = {executable, runfiles};
   roots.insert(roots.end(), benchmark.reads().begin(), benchmark.reads().end());
-
-  std::map<std::string, fs::path> baseline, candidate;
+  std::map<std::string, fs::path> files;
   for (const std::string& root : roots) {
-    absl::Status s = AddFiles(baseline_dir, root, &baseline);
-    if (s.ok()) s = AddFiles(candidate_dir, root, &candidate);
-    if (!s.ok()) return s;
+    if (absl::Status s = AddFiles(checkout, root, &files); !s.ok()) return s;
   }
   // Its lines map each runfile to an absolute path in its own checkout.
-  baseline.erase(runfiles + "/MANIFEST");
-  candidate.erase(runfiles + "/MANIFEST");
+  files.erase(runfiles + "/MANIFEST");
+  return files;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> BenchmarkInputsDigest(const v1::BenchmarkSpec& benchmark,
+                                                  const std::string& checkout_dir) {
+  absl::StatusOr<std::map<std::string, fs::path>> files =
+      ListInputs(benchmark, checkout_dir, "given");
+  if (!files.ok()) return files.status();
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (ctx == nullptr || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
+    return absl::InternalError("cannot start a SHA-256 digest");
+  }
+  std::vector<char> buf(1 << 16);
+  for (const auto& [relative, path] : *files) {
+    std::ifstream in(path, std::ios::binary);
+    std::error_code ec;
+    const uintmax_t size = fs::file_size(path, ec);
+    if (!in || ec) {
+      return absl::FailedPreconditionError(absl::StrFormat("cannot read %s", path.string()));
+    }
+    // Path and size first, so that no two file lists hash alike.
+    const std::string header = absl::StrCat(relative, std::string(1, '\0'), size, "\n");
+    EVP_DigestUpdate(ctx.get(), header.data(), header.size());
+    while (in) {
+      in.read(buf.data(), buf.size());
+      EVP_DigestUpdate(ctx.get(), buf.data(), in.gcount());
+    }
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (EVP_DigestFinal_ex(ctx.get(), digest, &length) != 1) {
+    return absl::InternalError("cannot finish a SHA-256 digest");
+  }
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(digest), length));
+}
+
+absl::StatusOr<InputComparison> CompareBenchmarkInputs(const v1::BenchmarkSpec& benchmark,
+                                                       const std::string& baseline_dir,
+                                                       const std::string& candidate_dir) {
+  absl::StatusOr<std::map<std::string, fs::path>> baseline_files =
+      ListInputs(benchmark, baseline_dir, "baseline");
+  if (!baseline_files.ok()) return baseline_files.status();
+  absl::StatusOr<std::map<std::string, fs::path>> candidate_files =
+      ListInputs(benchmark, candidate_dir, "candidate");
+  if (!candidate_files.ok()) return candidate_files.status();
+  const std::map<std::string, fs::path>& baseline = *baseline_files;
+  const std::map<std::string, fs::path>& candidate = *candidate_files;
 
   InputComparison out;
   auto only_in = [&out](const std::string& path, const char* arm) {

@@ -15,7 +15,14 @@
 // command line and the environment are the same in both arms by
 // construction (one manifest, one launcher).
 //
-// Thread-safety: a pure function of the two file trees; safe to call
+// BenchmarkInputsDigest: the same inputs of one checkout as a SHA-256
+// digest, which outlives the checkout: the merge queue's re-measure of a
+// candidate against a moved tip compares the digests of its two arms with
+// those recorded by the evaluation it re-measures, and when both match it
+// takes that evaluation's samples instead of measuring the same programs
+// again (see harness/evaluator.h).
+//
+// Thread-safety: pure functions of the file trees; safe to call
 // concurrently.
 #ifndef DENSEGATE_HARNESS_IDENTITY_BENCHMARK_INPUTS_H_
 #define DENSEGATE_HARNESS_IDENTITY_BENCHMARK_INPUTS_H_
@@ -44,6 +51,13 @@ struct InputComparison {
 absl::StatusOr<InputComparison> CompareBenchmarkInputs(const v1::BenchmarkSpec& benchmark,
                                                        const std::string& baseline_dir,
                                                        const std::string& candidate_dir);
+
+// Lowercase hex SHA-256 over each input of `benchmark` in `checkout_dir`, in
+// path order: its path relative to the checkout, its size, its bytes. Two
+// checkouts with equal digests are identical in CompareBenchmarkInputs's
+// sense. Errors as CompareBenchmarkInputs's.
+absl::StatusOr<std::string> BenchmarkInputsDigest(const v1::BenchmarkSpec& benchmark,
+                                                  const std::string& checkout_dir);
 
 }  // namespace densegate::harness
 

@@ -132,5 +132,30 @@ TEST_F(BenchmarkInputsTest, ASymbolicLinkLoopIsAnError) {
   EXPECT_THAT(r.status().message(), HasSubstr("symbolic-link loop"));
 }
 
+// The digest agrees with the comparison: equal for the two arms as laid
+// out (their MANIFESTs differ), different once a runfile changes; and it is
+// the digest of exactly these bytes, not of where the checkout lies.
+TEST_F(BenchmarkInputsTest, DigestsAreEqualExactlyWhenTheInputsAre) {
+  absl::StatusOr<std::string> baseline = BenchmarkInputsDigest(spec_, (root_ / "baseline").string());
+  absl::StatusOr<std::string> candidate =
+      BenchmarkInputsDigest(spec_, (root_ / "candidate").string());
+  ASSERT_TRUE(baseline.ok()) << baseline.status();
+  ASSERT_TRUE(candidate.ok()) << candidate.status();
+  EXPECT_EQ(baseline->size(), 64);
+  EXPECT_EQ(*baseline, *candidate);
+  Write(root_ / "candidate/configs/bench.json", R"({"layers": 8})");
+  absl::StatusOr<std::string> changed =
+      BenchmarkInputsDigest(spec_, (root_ / "candidate").string());
+  ASSERT_TRUE(changed.ok());
+  EXPECT_NE(*changed, *baseline);
+  // A file moved from one input to another is a different list.
+  Write(root_ / "candidate/configs/bench.json", R"({"layers": 4})");
+  Write(root_ / "candidate-out/bin/bench.runfiles/ws/empty", "");
+  EXPECT_NE(*BenchmarkInputsDigest(spec_, (root_ / "candidate").string()), *baseline);
+  fs::remove(root_ / "candidate-out/bin/bench");
+  EXPECT_EQ(BenchmarkInputsDigest(spec_, (root_ / "candidate").string()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace densegate::harness

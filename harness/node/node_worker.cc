@@ -256,6 +256,7 @@ absl::Status NodeWorker::RunLease(const v1::Lease& lease) {
     request.policy = c.policy();
     request.claims.assign(c.claims().begin(), c.claims().end());
     request.metric_scope.assign(c.metric_scope().begin(), c.metric_scope().end());
+    request.prior = lease.prior();
     request.protected_path_override = c.protected_path_override();
     request.override_reason = c.override_reason();
     request.seed = std::hash<std::string>{}(lease.id());

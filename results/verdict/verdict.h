@@ -44,6 +44,7 @@ struct VerdictContext {
   std::string software_version;
   std::vector<int64_t> sample_ids;
   std::vector<v1::Stage> stages;
+  std::vector<v1::BenchmarkInputs> benchmark_inputs;
 };
 
 // The verdict for `result` (which must not need more pairs).
