@@ -129,12 +129,12 @@ class Evaluation {
   // marked inputs_identical (never measured). Records each one's digests in
   // benchmark_inputs_. Call once metrics_ is built.
   void FindUnchangedBenchmarks();
-  // For a re-measure (request_.prior) whose every benchmark to measure read
-  // the prior's inputs arm for arm: the prior's complete leading pairs of
-  // their metrics into metrics_ and samples_ (new ids from
-  // *next_sample_id). Returns the pairs taken (0: none, measure all) and
-  // says why in *note.
-  int TakePriorSamples(int64_t* next_sample_id, std::string* note);
+  // For a re-measure (request_.prior): each benchmark to measure that read
+  // the prior's inputs arm for arm gets the prior's complete leading pairs
+  // of its metrics in metrics_ and samples_ (new ids from *next_sample_id)
+  // and their count in carried_pairs_; the others are measured from pair 0.
+  // *note says which.
+  void TakePriorSamples(int64_t* next_sample_id, std::string* note);
   // Whether the request's metric scope takes in `metric` (an empty scope
   // takes in every metric).
   bool InScope(const std::string& metric) const {
@@ -177,6 +177,8 @@ class Evaluation {
   std::set<std::string> unchanged_;
   // Input digests of the benchmarks with skip_when_identical, per arm.
   std::vector<v1::BenchmarkInputs> benchmark_inputs_;
+  // Benchmark -> its leading pairs taken from request_.prior, not measured.
+  std::map<std::string, int> carried_pairs_;
   // Benchmark -> counter -> values per arm (baseline, candidate).
   std::map<std::string, std::map<std::string, std::pair<std::vector<double>, std::vector<double>>>>
       counter_samples_;
@@ -554,10 +556,7 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   int target = nothing_to_measure ? 0 : results::PlanLooks(gate_input_.params).pairs.front();
   int64_t next_sample_id = 1;
   std::string prior_note;
-  if (!nothing_to_measure && timed_checks.empty()) {
-    pairs = TakePriorSamples(&next_sample_id, &prior_note);
-    target = std::max(target, pairs);
-  }
+  if (!nothing_to_measure) TakePriorSamples(&next_sample_id, &prior_note);
   // Pairs measured again because the machine probe moved during them, and
   // pairs kept although it did (once the re-measure budget was spent).
   int remeasured = 0, kept_unsteady = 0;
@@ -640,7 +639,9 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
       }
       size_t first_metric = 0;
       for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
-        if (unchanged_.count(b.name()) || !InScope(b)) {
+        const auto carried = carried_pairs_.find(b.name());
+        if (unchanged_.count(b.name()) || !InScope(b) ||
+            (carried != carried_pairs_.end() && pairs < carried->second)) {
           first_metric += b.metrics_size();
           continue;
         }
@@ -904,90 +905,89 @@ void Evaluation::FindUnchangedBenchmarks() {
   }
 }
 
-int Evaluation::TakePriorSamples(int64_t* next_sample_id, std::string* note) {
+void Evaluation::TakePriorSamples(int64_t* next_sample_id, std::string* note) {
   const v1::PriorMeasurement& prior = request_.prior;
-  if (prior.evaluation_id().empty()) return 0;
+  if (prior.evaluation_id().empty()) return;
   auto digests_of = [](const auto& list, const std::string& benchmark) {
     const auto it = std::find_if(list.begin(), list.end(), [&](const v1::BenchmarkInputs& d) {
       return d.benchmark() == benchmark;
     });
     return it == list.end() ? nullptr : &*it;
   };
-  // The benchmarks to measure, each with its first metric's index.
-  std::vector<std::pair<const v1::BenchmarkSpec*, size_t>> measured;
+  std::vector<std::string> taken, anew;
   size_t first_metric = 0;
   for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
-    if (InScope(b) && unchanged_.count(b.name()) == 0) measured.push_back({&b, first_metric});
+    const size_t index = first_metric;
     first_metric += b.metrics_size();
-  }
-  for (const auto& [b, index] : measured) {
-    const v1::BenchmarkInputs* ours = digests_of(benchmark_inputs_, b->name());
-    const v1::BenchmarkInputs* theirs = digests_of(prior.benchmark_inputs(), b->name());
+    if (!InScope(b) || unchanged_.count(b.name()) > 0) continue;
+    const v1::BenchmarkInputs* ours = digests_of(benchmark_inputs_, b.name());
+    const v1::BenchmarkInputs* theirs = digests_of(prior.benchmark_inputs(), b.name());
     if (ours == nullptr || theirs == nullptr ||
         ours->baseline_digest() != theirs->baseline_digest() ||
         ours->candidate_digest() != theirs->candidate_digest()) {
-      *note = absl::StrFormat("measured anew: %s read other inputs than in evaluation %s",
-                              b->name(), prior.evaluation_id());
-      return 0;
+      anew.push_back(b.name());
+      continue;
     }
-  }
-  // metric index -> pair -> (baseline, candidate).
-  std::map<size_t, std::map<int, std::pair<const v1::Sample*, const v1::Sample*>>> by_metric;
-  for (const auto& [b, index] : measured) {
-    for (int i = 0; i < b->metrics_size(); ++i) {
-      if (InScope(b->metrics(i).name())) by_metric[index + i];
+    // Metric index -> pair -> (baseline, candidate), for this benchmark.
+    std::map<size_t, std::map<int, std::pair<const v1::Sample*, const v1::Sample*>>> by_metric;
+    for (int i = 0; i < b.metrics_size(); ++i) {
+      if (InScope(b.metrics(i).name())) by_metric[index + i];
     }
-  }
-  for (const v1::Sample& s : prior.samples()) {
-    for (auto& [index, pairs] : by_metric) {
-      if (metrics_[index].name != s.metric()) continue;
-      auto& slot = pairs[s.pair_index()];
-      (s.arm() == v1::BASELINE ? slot.first : slot.second) = &s;
-    }
-  }
-  auto complete = [&](int pair) {
-    for (const auto& [index, pairs] : by_metric) {
-      const auto it = pairs.find(pair);
-      if (it == pairs.end() || it->second.first == nullptr || it->second.second == nullptr) {
-        return false;
+    for (const v1::Sample& s : prior.samples()) {
+      for (auto& [metric, pairs] : by_metric) {
+        if (metrics_[metric].name != s.metric()) continue;
+        auto& slot = pairs[s.pair_index()];
+        (s.arm() == v1::BASELINE ? slot.first : slot.second) = &s;
       }
     }
-    return true;
-  };
-  int taken = 0;
-  while (!by_metric.empty() && complete(taken)) ++taken;
-  if (taken == 0) {
-    *note = absl::StrFormat("measured anew: evaluation %s left no complete pair",
-                            prior.evaluation_id());
-    return 0;
-  }
-  // In the prior's measurement order (pair by pair, ABBA).
-  for (const v1::Sample& s : prior.samples()) {
-    if (s.pair_index() >= taken) continue;
-    for (const auto& [index, pairs] : by_metric) {
-      if (pairs.at(s.pair_index()).first != &s && pairs.at(s.pair_index()).second != &s) continue;
-      MetricSamples& m = metrics_[index];
-      (s.arm() == v1::BASELINE ? m.baseline : m.candidate).push_back(s.value());
-      // This evaluation's sample now, with the prior's value and timings.
-      v1::Sample& copy = samples_.emplace_back(s);
-      copy.set_id((*next_sample_id)++);
-      copy.clear_evaluation_id();
-      copy.clear_recorded_at();
+    auto complete = [&](int pair) {
+      for (const auto& [metric, pairs] : by_metric) {
+        const auto it = pairs.find(pair);
+        if (it == pairs.end() || it->second.first == nullptr || it->second.second == nullptr) {
+          return false;
+        }
+      }
+      return true;
+    };
+    int n = 0;
+    while (complete(n)) ++n;
+    if (n == 0) {
+      anew.push_back(b.name());
+      continue;
     }
+    // In the prior's measurement order (pair by pair, ABBA).
+    for (const v1::Sample& s : prior.samples()) {
+      if (s.pair_index() >= n) continue;
+      for (const auto& [metric, pairs] : by_metric) {
+        const auto& slot = pairs.at(s.pair_index());
+        if (slot.first != &s && slot.second != &s) continue;
+        MetricSamples& m = metrics_[metric];
+        (s.arm() == v1::BASELINE ? m.baseline : m.candidate).push_back(s.value());
+        // This evaluation's sample now, with the prior's value and timings.
+        v1::Sample& copy = samples_.emplace_back(s);
+        copy.set_id((*next_sample_id)++);
+        copy.clear_evaluation_id();
+        copy.clear_recorded_at();
+      }
+    }
+    carried_pairs_[b.name()] = n;
+    taken.push_back(absl::StrFormat("%d pairs of %s", n, b.name()));
   }
-  std::vector<std::string> names;
-  for (const auto& [b, index] : measured) names.push_back(b->name());
-  *note = absl::StrFormat(
-      "%d pairs taken from evaluation %s: %s read the same inputs, arm for arm, as there", taken,
-      prior.evaluation_id(), absl::StrJoin(names, ", "));
+  if (taken.empty() && anew.empty()) return;
+  *note = taken.empty() ? "" : absl::StrFormat("%s taken from evaluation %s (the same inputs, "
+                                               "arm for arm, as there)",
+                                               absl::StrJoin(taken, ", "), prior.evaluation_id());
+  if (!anew.empty()) {
+    absl::StrAppendFormat(note, "%smeasured anew: %s (other inputs than in evaluation %s)",
+                          taken.empty() ? "" : "; ", absl::StrJoin(anew, ", "),
+                          prior.evaluation_id());
+  }
   if (listener_ != nullptr) {
     v1::Progress p;
     p.set_stage(v1::MICROBENCHMARK);
-    p.set_repetition(taken);
     p.set_message(*note);
     listener_->OnProgress(p);
   }
-  return taken;
 }
 
 absl::Status Evaluation::CheckDiskSpace(bool after_failure) const {

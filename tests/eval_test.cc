@@ -340,12 +340,17 @@ TEST_F(EvalTest, AMetricScopeRunsOnlyTheBenchmarksMeasuringIt) {
   EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("does not measure"));
 }
 
-// A re-measure whose arms read the inputs the re-measured evaluation's arms
-// read takes its samples: the same decision on the same values, no
-// benchmark process run. One whose digests differ measures everything.
+// A re-measure takes the re-measured evaluation's samples of each
+// benchmark whose arms read the same inputs as there: the same decision on
+// the same values, no process run. A benchmark whose digests differ is
+// measured anew, beside the other's taken pairs.
 TEST_F(EvalTest, ARemeasureOfTheSameProgramsTakesTheEarlierSamples) {
   nlohmann::json manifest = nlohmann::json::parse(std::ifstream(repo_ + "/densegate.json"));
   manifest["benchmarks"][0]["skip_when_identical"] = true;
+  nlohmann::json again = manifest["benchmarks"][0];
+  again["name"] = "micro-again";
+  again["metrics"][0]["name"] = "checksum.time_again";
+  manifest["benchmarks"].push_back(again);
   Write("densegate.json", manifest.dump(2));
   Commit("compare the benchmark inputs");
   Write("checksum.h", kFastChecksum);
@@ -353,35 +358,48 @@ TEST_F(EvalTest, ARemeasureOfTheSameProgramsTakesTheEarlierSamples) {
   EvalOutcome first = Eval(v1::GAIN);
   ASSERT_EQ(first.verdict.decision(), v1::ACCEPT) << Reasons(first.verdict);
   const v1::Provenance& provenance = first.verdict.provenance();
-  ASSERT_EQ(provenance.benchmark_inputs_size(), 1);
+  ASSERT_EQ(provenance.benchmark_inputs_size(), 2);
   EXPECT_NE(provenance.benchmark_inputs(0).baseline_digest(),
             provenance.benchmark_inputs(0).candidate_digest());
+  auto values_of = [](const EvalOutcome& o, const std::string& metric) {
+    std::vector<double> values;
+    for (const v1::Sample& s : o.samples) {
+      if (s.metric() == metric) values.push_back(s.value());
+    }
+    return values;
+  };
 
   prior_.set_evaluation_id("ev-first");
   *prior_.mutable_benchmark_inputs() = provenance.benchmark_inputs();
   for (const v1::Sample& s : first.samples) *prior_.add_samples() = s;
-  EvalOutcome again = Eval(v1::GAIN);
-  EXPECT_EQ(again.verdict.decision(), v1::ACCEPT) << Reasons(again.verdict);
-  ASSERT_EQ(again.verdict.metrics_size(), 1);
-  EXPECT_EQ(again.verdict.metrics(0).n_pairs(), first.verdict.metrics(0).n_pairs());
-  EXPECT_DOUBLE_EQ(again.verdict.metrics(0).speedup(), first.verdict.metrics(0).speedup());
-  ASSERT_EQ(again.samples.size(), first.samples.size());
-  for (size_t i = 0; i < first.samples.size(); ++i) {
-    EXPECT_EQ(again.samples[i].value(), first.samples[i].value());
+  EvalOutcome taken = Eval(v1::GAIN);
+  EXPECT_EQ(taken.verdict.decision(), v1::ACCEPT) << Reasons(taken.verdict);
+  ASSERT_EQ(taken.verdict.metrics_size(), 2);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(taken.verdict.metrics(i).n_pairs(), first.verdict.metrics(i).n_pairs());
+    EXPECT_DOUBLE_EQ(taken.verdict.metrics(i).speedup(), first.verdict.metrics(i).speedup());
   }
-  const v1::Stage* stage = BenchmarkStage(again.verdict);
-  ASSERT_NE(stage, nullptr);
-  EXPECT_THAT(stage->summary(), HasSubstr(absl::StrFormat(
-                                    "%d pairs taken from evaluation ev-first",
-                                    first.verdict.metrics(0).n_pairs())));
+  EXPECT_EQ(values_of(taken, "checksum.time"), values_of(first, "checksum.time"));
+  EXPECT_EQ(values_of(taken, "checksum.time_again"), values_of(first, "checksum.time_again"));
+  const int n = first.verdict.metrics(0).n_pairs();
+  EXPECT_THAT(BenchmarkStage(taken.verdict)->summary(),
+              HasSubstr(absl::StrFormat("%d pairs of micro, %d pairs of micro-again taken from "
+                                        "evaluation ev-first",
+                                        n, n)));
 
-  // The candidate's program differs from the one the prior measured.
-  prior_.mutable_benchmark_inputs(0)->set_candidate_digest(std::string(64, '0'));
-  EvalOutcome anew = Eval(v1::GAIN);
-  EXPECT_EQ(anew.verdict.decision(), v1::ACCEPT) << Reasons(anew.verdict);
-  EXPECT_THAT(BenchmarkStage(anew.verdict)->summary(),
-              HasSubstr("measured anew: micro read other inputs than in evaluation ev-first"));
-  EXPECT_NE(anew.samples.front().value(), first.samples.front().value());
+  // micro-again's candidate program differs from the one the prior measured.
+  prior_.mutable_benchmark_inputs(1)->set_candidate_digest(std::string(64, '0'));
+  EvalOutcome partly = Eval(v1::GAIN);
+  EXPECT_EQ(partly.verdict.decision(), v1::ACCEPT) << Reasons(partly.verdict);
+  EXPECT_THAT(BenchmarkStage(partly.verdict)->summary(),
+              HasSubstr("measured anew: micro-again (other inputs than in evaluation ev-first)"));
+  const std::vector<double> before = values_of(first, "checksum.time");
+  const std::vector<double> kept = values_of(partly, "checksum.time");
+  ASSERT_GE(kept.size(), before.size());
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), kept.begin()));
+  const std::vector<double> measured = values_of(partly, "checksum.time_again");
+  ASSERT_FALSE(measured.empty());
+  EXPECT_NE(measured.front(), values_of(first, "checksum.time_again").front());
 }
 
 // A machine that never settles: after max_pairs re-measures, pairs are kept

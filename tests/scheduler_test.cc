@@ -496,7 +496,7 @@ TEST_F(SchedulerTest, MergeQueueLandsOnlyWhatWasMeasuredAgainstTheTip) {
   EXPECT_EQ(re.candidate().remeasure_of(), fast);
   std::string summaries;
   for (const v1::Stage& s : re.verdict().stages()) summaries += s.summary() + "\n";
-  EXPECT_THAT(summaries, HasSubstr("pairs taken from evaluation " + fast)) << summaries;
+  EXPECT_THAT(summaries, HasSubstr("pairs of micro taken from evaluation " + fast)) << summaries;
   EXPECT_EQ(re.verdict().metrics(0).n_pairs(), f.verdict().metrics(0).n_pairs());
   EXPECT_EQ(f.merge().merged_sha(), rev("trunk"));
   EXPECT_EQ(rev("trunk^1"), rev("comment"));
