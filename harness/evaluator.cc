@@ -548,15 +548,31 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   const bool nothing_to_measure =
       timed_checks.empty() &&
       unchanged_.size() + out_of_scope.size() == static_cast<size_t>(manifest_.benchmarks_size());
-  // The metric the per-pair progress line shows: the first one measured.
-  const auto shown = std::find_if(metrics_.begin(), metrics_.end(), [&](const MetricSamples& m) {
-    return !m.inputs_identical && InScope(m.name);
-  });
   int pairs = 0;
   int target = nothing_to_measure ? 0 : results::PlanLooks(gate_input_.params).pairs.front();
   int64_t next_sample_id = 1;
   std::string prior_note;
   if (!nothing_to_measure) TakePriorSamples(&next_sample_id, &prior_note);
+  // The metric the per-pair progress line shows: the first one measured,
+  // preferring one whose pairs are not taken from a prior.
+  std::vector<bool> taken_from_prior(metrics_.size(), false);
+  for (size_t b = 0, i = 0; b < static_cast<size_t>(manifest_.benchmarks_size()); ++b) {
+    const v1::BenchmarkSpec& spec = manifest_.benchmarks(b);
+    for (int j = 0; j < spec.metrics_size(); ++j, ++i) {
+      taken_from_prior[i] = carried_pairs_.count(spec.name()) > 0;
+    }
+  }
+  auto measured_metric = [&](bool here) {
+    for (size_t i = 0; i < metrics_.size(); ++i) {
+      const MetricSamples& m = metrics_[i];
+      if (!m.inputs_identical && InScope(m.name) && !(here && taken_from_prior[i])) {
+        return metrics_.begin() + i;
+      }
+    }
+    return metrics_.end();
+  };
+  const auto shown = measured_metric(true) != metrics_.end() ? measured_metric(true)
+                                                              : measured_metric(false);
   // Pairs measured again because the machine probe moved during them, and
   // pairs kept although it did (once the re-measure budget was spent).
   int remeasured = 0, kept_unsteady = 0;
