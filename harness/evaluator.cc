@@ -248,23 +248,11 @@ absl::StatusOr<bool> Evaluation::Preflight() {
   gate_input_.params = *params;
   gate_input_.claims = request_.claims;
   gate_input_.seed = request_.seed;
-  const std::vector<std::string> measured = MeasuredMetrics(manifest_);
-  for (const std::string& metric : request_.metric_scope) {
-    if (std::find(measured.begin(), measured.end(), metric) == measured.end()) {
-      run.End(v1::STAGE_ERROR, "metric scope names an unknown metric");
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "the metric scope names %s, which the baseline's manifest does not measure (it "
-          "measures %s)",
-          metric, absl::StrJoin(measured, ", ")));
-    }
-  }
-  for (const v1::Claim& claim : request_.claims) {
-    if (!InScope(claim.metric())) {
-      run.End(v1::STAGE_ERROR, "a claim outside the metric scope");
-      return absl::InvalidArgumentError(
-          absl::StrFormat("the claim on %s is outside the metric scope (%s)", claim.metric(),
-                          absl::StrJoin(request_.metric_scope, ", ")));
-    }
+  if (absl::Status s =
+          CheckMetricScope(manifest_, request_.metric_scope, request_.claims, gate_input_.policy);
+      !s.ok()) {
+    run.End(v1::STAGE_ERROR, "invalid metric scope");
+    return s;
   }
 
   absl::StatusOr<std::vector<std::string>> changed =
@@ -924,13 +912,19 @@ void Evaluation::FindUnchangedBenchmarks() {
 void Evaluation::TakePriorSamples(int64_t* next_sample_id, std::string* note) {
   const v1::PriorMeasurement& prior = request_.prior;
   if (prior.evaluation_id().empty()) return;
+  if (prior.node_fingerprint() != options_.node_fingerprint) {
+    // Another kind of machine (or toolchain): its samples do not pair with ours.
+    *note = absl::StrFormat("measured anew: evaluation %s ran on another kind of node",
+                            prior.evaluation_id());
+    return;
+  }
   auto digests_of = [](const auto& list, const std::string& benchmark) {
     const auto it = std::find_if(list.begin(), list.end(), [&](const v1::BenchmarkInputs& d) {
       return d.benchmark() == benchmark;
     });
     return it == list.end() ? nullptr : &*it;
   };
-  std::vector<std::string> taken, anew;
+  std::vector<std::string> taken, anew, undigested;
   size_t first_metric = 0;
   for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
     const size_t index = first_metric;
@@ -938,8 +932,11 @@ void Evaluation::TakePriorSamples(int64_t* next_sample_id, std::string* note) {
     if (!InScope(b) || unchanged_.count(b.name()) > 0) continue;
     const v1::BenchmarkInputs* ours = digests_of(benchmark_inputs_, b.name());
     const v1::BenchmarkInputs* theirs = digests_of(prior.benchmark_inputs(), b.name());
-    if (ours == nullptr || theirs == nullptr ||
-        ours->baseline_digest() != theirs->baseline_digest() ||
+    if (ours == nullptr || theirs == nullptr) {
+      undigested.push_back(b.name());
+      continue;
+    }
+    if (ours->baseline_digest() != theirs->baseline_digest() ||
         ours->candidate_digest() != theirs->candidate_digest()) {
       anew.push_back(b.name());
       continue;
@@ -950,6 +947,7 @@ void Evaluation::TakePriorSamples(int64_t* next_sample_id, std::string* note) {
       if (InScope(b.metrics(i).name())) by_metric[index + i];
     }
     for (const v1::Sample& s : prior.samples()) {
+      if (s.pair_index() < 0 || (s.arm() != v1::BASELINE && s.arm() != v1::CANDIDATE)) continue;
       for (auto& [metric, pairs] : by_metric) {
         if (metrics_[metric].name != s.metric()) continue;
         auto& slot = pairs[s.pair_index()];
@@ -971,33 +969,47 @@ void Evaluation::TakePriorSamples(int64_t* next_sample_id, std::string* note) {
       anew.push_back(b.name());
       continue;
     }
-    // In the prior's measurement order (pair by pair, ABBA).
-    for (const v1::Sample& s : prior.samples()) {
-      if (s.pair_index() >= n) continue;
-      for (const auto& [metric, pairs] : by_metric) {
-        const auto& slot = pairs.at(s.pair_index());
-        if (slot.first != &s && slot.second != &s) continue;
-        MetricSamples& m = metrics_[metric];
-        (s.arm() == v1::BASELINE ? m.baseline : m.candidate).push_back(s.value());
-        // This evaluation's sample now, with the prior's value and timings.
-        v1::Sample& copy = samples_.emplace_back(s);
-        copy.set_id((*next_sample_id)++);
-        copy.clear_evaluation_id();
-        copy.clear_recorded_at();
+    // The gate's values by pair index; the samples in the prior's
+    // measurement order (pair by pair, ABBA).
+    std::set<const v1::Sample*> kept;
+    for (const auto& [metric, pairs] : by_metric) {
+      MetricSamples& m = metrics_[metric];
+      for (int pair = 0; pair < n; ++pair) {
+        const auto& [baseline, candidate] = pairs.at(pair);
+        m.baseline.push_back(baseline->value());
+        m.candidate.push_back(candidate->value());
+        kept.insert(baseline);
+        kept.insert(candidate);
       }
+    }
+    for (const v1::Sample& s : prior.samples()) {
+      if (kept.count(&s) == 0) continue;
+      // This evaluation's sample now, with the prior's value and timings.
+      v1::Sample& copy = samples_.emplace_back(s);
+      copy.set_id((*next_sample_id)++);
+      copy.clear_evaluation_id();
+      copy.clear_recorded_at();
     }
     carried_pairs_[b.name()] = n;
     taken.push_back(absl::StrFormat("%d pairs of %s", n, b.name()));
   }
-  if (taken.empty() && anew.empty()) return;
-  *note = taken.empty() ? "" : absl::StrFormat("%s taken from evaluation %s (the same inputs, "
-                                               "arm for arm, as there)",
-                                               absl::StrJoin(taken, ", "), prior.evaluation_id());
-  if (!anew.empty()) {
-    absl::StrAppendFormat(note, "%smeasured anew: %s (other inputs than in evaluation %s)",
-                          taken.empty() ? "" : "; ", absl::StrJoin(anew, ", "),
-                          prior.evaluation_id());
+  std::vector<std::string> parts;
+  if (!taken.empty()) {
+    parts.push_back(
+        absl::StrFormat("%s taken from evaluation %s (the same inputs, arm for arm, "
+                        "as there)",
+                        absl::StrJoin(taken, ", "), prior.evaluation_id()));
   }
+  if (!anew.empty()) {
+    parts.push_back(absl::StrFormat("measured anew: %s (other inputs than in evaluation %s)",
+                                    absl::StrJoin(anew, ", "), prior.evaluation_id()));
+  }
+  if (!undigested.empty()) {
+    parts.push_back(absl::StrFormat("measured anew: %s (no input digest to compare)",
+                                    absl::StrJoin(undigested, ", ")));
+  }
+  if (parts.empty()) return;
+  *note = absl::StrJoin(parts, "; ");
   if (listener_ != nullptr) {
     v1::Progress p;
     p.set_stage(v1::MICROBENCHMARK);

@@ -59,11 +59,12 @@ struct EvalRequest {
   // baseline's manifest measures (else InvalidArgument).
   std::vector<std::string> metric_scope;
   // A re-measure against a moved tip: the evaluation it re-measures (empty
-  // evaluation_id: none). A benchmark with skip_when_identical whose arms
-  // read the inputs whose digests the prior recorded for its arms takes the
-  // prior's samples (the same programs on the same data on a node of the
-  // same pool), measured further only if the gate asks for more pairs; the
-  // other benchmarks and timed kernel checks are measured.
+  // evaluation_id: none). When the prior ran on a node with this node's
+  // fingerprint, a benchmark with skip_when_identical whose arms read the
+  // inputs (and manifest entry) whose digests the prior recorded for its
+  // arms takes the prior's samples (the same programs on the same data on
+  // the same kind of machine), measured further only if the gate asks for
+  // more pairs; the other benchmarks and timed kernel checks are measured.
   v1::PriorMeasurement prior;
   bool protected_path_override = false;
   std::string override_reason;

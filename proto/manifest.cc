@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -635,6 +636,48 @@ std::vector<std::string> MeasuredMetrics(const v1::Manifest& m) {
     if (!c.metric().empty()) names.push_back(c.metric());
   }
   return names;
+}
+
+absl::Status CheckMetricScope(const v1::Manifest& m, const std::vector<std::string>& scope,
+                              const std::vector<v1::Claim>& claims, v1::Policy policy) {
+  if (scope.empty()) return absl::OkStatus();
+  const std::vector<std::string> measured = MeasuredMetrics(m);
+  auto in = [](const std::vector<std::string>& list, const std::string& name) {
+    return std::find(list.begin(), list.end(), name) != list.end();
+  };
+  for (const std::string& metric : scope) {
+    if (!in(measured, metric)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "the metric scope names %s, which the baseline's manifest does not measure (it "
+          "measures %s)",
+          metric.empty() ? "\"\"" : metric, absl::StrJoin(measured, ", ")));
+    }
+  }
+  for (const v1::Claim& claim : claims) {
+    if (!in(scope, claim.metric())) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("the claim on %s is outside the metric scope (%s)", claim.metric(),
+                          absl::StrJoin(scope, ", ")));
+    }
+  }
+  if (policy == v1::GAIN) {
+    std::vector<std::string> primaries;
+    for (const v1::BenchmarkSpec& b : m.benchmarks()) {
+      for (const v1::MetricSpec& metric : b.metrics()) {
+        if (metric.primary()) primaries.push_back(metric.name());
+      }
+    }
+    for (const v1::KernelCheck& c : m.kernel_checks()) {
+      if (!c.metric().empty()) primaries.push_back(c.metric());
+    }
+    if (std::none_of(scope.begin(), scope.end(),
+                     [&](const std::string& s) { return in(primaries, s); })) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "policy gain needs a primary metric in the metric scope (%s); primary: %s",
+          absl::StrJoin(scope, ", "), absl::StrJoin(primaries, ", ")));
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::string BenchmarkExecutable(const v1::BenchmarkSpec& b) {

@@ -70,6 +70,16 @@ std::string BenchmarkExecutable(const densegate::v1::BenchmarkSpec& b);
 // metrics in order, then each timed kernel check's.
 std::vector<std::string> MeasuredMetrics(const densegate::v1::Manifest& m);
 
+// Whether an evaluation may be scoped to `scope` (v1::Candidate::
+// metric_scope; empty: every metric): each scoped metric is one `m`
+// measures, each claim is inside the scope, and under policy GAIN at least
+// one scoped metric is primary (the gate needs one to see a gain).
+// InvalidArgument naming the first problem.
+absl::Status CheckMetricScope(const densegate::v1::Manifest& m,
+                              const std::vector<std::string>& scope,
+                              const std::vector<densegate::v1::Claim>& claims,
+                              densegate::v1::Policy policy);
+
 // Parses JSON text into a manifest. On failure returns the errors (at least
 // one), each naming the field or the line and column.
 absl::StatusOr<densegate::v1::Manifest> ParseManifest(

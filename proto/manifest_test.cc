@@ -102,6 +102,26 @@ TEST(ManifestTest, MeasuredMetricsAreTheBenchmarksThenTheTimedKernelChecks) {
               ::testing::ElementsAre("kda_decode.fused_b32", "serve.output_tps", "kda_decode.b8"));
 }
 
+TEST(ManifestTest, AMetricScopeNamesMeasuredMetricsHoldsTheClaimsAndAPrimaryForAGain) {
+  std::vector<ManifestError> errors;
+  absl::StatusOr<v1::Manifest> m = ParseManifest(ValidManifest().dump(), &errors);
+  ASSERT_TRUE(m.ok()) << Describe(errors);
+  v1::Claim claim;
+  claim.set_metric("kda_decode.fused_b32");
+  claim.set_min_speedup(1.5);
+  EXPECT_TRUE(CheckMetricScope(*m, {}, {claim}, v1::GAIN).ok());
+  EXPECT_TRUE(CheckMetricScope(*m, {"kda_decode.fused_b32"}, {claim}, v1::GAIN).ok());
+  EXPECT_TRUE(CheckMetricScope(*m, {"kda_decode.b8"}, {}, v1::GAIN).ok());  // A timed check.
+  EXPECT_TRUE(CheckMetricScope(*m, {"serve.output_tps"}, {}, v1::NO_REGRESSION).ok());
+  absl::Status s = CheckMetricScope(*m, {"serve.output_tps"}, {}, v1::GAIN);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("needs a primary metric"));
+  s = CheckMetricScope(*m, {"serve.output_tps"}, {claim}, v1::NO_REGRESSION);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("outside the metric scope"));
+  s = CheckMetricScope(*m, {"kda_decode.nope"}, {}, v1::NO_REGRESSION);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("does not measure"));
+}
+
 TEST(ManifestTest, BenchmarkExecutableIsTheCommandsFirstWord) {
   v1::BenchmarkSpec b;
   b.set_command("  bazel-bin/kernels/bench\t--benchmark_filter='x$' --n=2");

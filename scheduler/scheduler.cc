@@ -76,13 +76,6 @@ class Scheduler::ClientService final : public v1::Densegate::Service {
           "an evaluation with a metric_scope measures only some metrics, so it cannot target a "
           "branch: submit it without one");
     }
-    for (const v1::Claim& c : req->claims()) {
-      if (!req->metric_scope().empty() &&
-          std::find(req->metric_scope().begin(), req->metric_scope().end(), c.metric()) ==
-              req->metric_scope().end()) {
-        return Invalid("the claim on " + c.metric() + " is outside the metric_scope");
-      }
-    }
     if (who.role == Role::kAgent && req->kind() != v1::EXPERIMENT) {
       return Status(StatusCode::PERMISSION_DENIED, "an agent token submits experiments only");
     }
@@ -502,14 +495,18 @@ absl::StatusOr<results::SubmitResult> Scheduler::Enqueue(const v1::SubmitRequest
         "the baseline's manifest is invalid: " +
         (errors.empty() ? std::string("parse error") : errors[0].ToString()));
   }
-  const std::vector<std::string> measured = MeasuredMetrics(*parsed);
-  for (const std::string& metric : req.metric_scope()) {
-    if (std::find(measured.begin(), measured.end(), metric) == measured.end()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "metric_scope names %s, which the baseline's manifest does not measure (it measures "
-          "%s)",
-          metric.empty() ? "\"\"" : metric, absl::StrJoin(measured, ", ")));
-    }
+  // One order and no repeats, so that the same scope is the same candidate.
+  std::vector<std::string> scope(req.metric_scope().begin(), req.metric_scope().end());
+  std::sort(scope.begin(), scope.end());
+  scope.erase(std::unique(scope.begin(), scope.end()), scope.end());
+  // The policy the store will give an unspecified one.
+  const v1::Policy policy = req.policy() != v1::POLICY_UNSPECIFIED ? req.policy()
+                            : req.kind() == v1::CI                 ? v1::NO_REGRESSION
+                                                                   : v1::GAIN;
+  if (absl::Status s = CheckMetricScope(
+          *parsed, scope, std::vector<v1::Claim>(req.claims().begin(), req.claims().end()), policy);
+      !s.ok()) {
+    return s;
   }
   if (req.kind() == v1::EXPERIMENT) {
     v1::ListEvaluationsRequest q;
@@ -529,9 +526,7 @@ absl::StatusOr<results::SubmitResult> Scheduler::Enqueue(const v1::SubmitRequest
   v1::Candidate& c = p.candidate;
   const std::string manifest_hash = Hex(*manifest);
   std::string identity = absl::StrCat(req.repo(), "\n", *base, "\n", *cand, "\n", manifest_hash);
-  if (!req.metric_scope().empty()) {
-    absl::StrAppend(&identity, "\nscope ", absl::StrJoin(req.metric_scope(), ","));
-  }
+  if (!scope.empty()) absl::StrAppend(&identity, "\nscope ", absl::StrJoin(scope, ","));
   c.set_id(Hex(identity));
   c.set_repo(req.repo());
   c.set_target_branch(req.target_branch());
@@ -548,7 +543,7 @@ absl::StatusOr<results::SubmitResult> Scheduler::Enqueue(const v1::SubmitRequest
   c.set_protected_path_override(req.protected_path_override());
   c.set_override_reason(req.override_reason());
   c.set_manifest_hash(manifest_hash);
-  *c.mutable_metric_scope() = req.metric_scope();
+  *c.mutable_metric_scope() = {scope.begin(), scope.end()};
   c.set_remeasure_of(remeasure_of);
   p.priority = req.priority();
   p.max_attempts = options_.max_attempts;
@@ -566,6 +561,7 @@ void Scheduler::AttachPrior(v1::Lease* lease) {
   if (!verdict.ok() || !samples.ok()) return;
   v1::PriorMeasurement* prior = lease->mutable_prior();
   prior->set_evaluation_id(prior_id);
+  prior->set_node_fingerprint(verdict->provenance().node_fingerprint());
   *prior->mutable_benchmark_inputs() = verdict->provenance().benchmark_inputs();
   // Only those the verdict rests on (a pair measured again was taken back).
   const std::set<int64_t> used(verdict->provenance().sample_ids().begin(),

@@ -400,6 +400,15 @@ TEST_F(EvalTest, ARemeasureOfTheSameProgramsTakesTheEarlierSamples) {
   const std::vector<double> measured = values_of(partly, "checksum.time_again");
   ASSERT_FALSE(measured.empty());
   EXPECT_NE(measured.front(), values_of(first, "checksum.time_again").front());
+
+  // Samples from another kind of node do not pair with this node's.
+  *prior_.mutable_benchmark_inputs() = provenance.benchmark_inputs();
+  prior_.set_node_fingerprint("another-machine");
+  EvalOutcome elsewhere = Eval(v1::GAIN);
+  EXPECT_THAT(BenchmarkStage(elsewhere.verdict)->summary(),
+              HasSubstr("measured anew: evaluation ev-first ran on another kind of node"));
+  EXPECT_NE(values_of(elsewhere, "checksum.time").front(),
+            values_of(first, "checksum.time").front());
 }
 
 // A machine that never settles: after max_pairs re-measures, pairs are kept

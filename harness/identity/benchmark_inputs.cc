@@ -112,6 +112,17 @@ absl::StatusOr<std::string> BenchmarkInputsDigest(const v1::BenchmarkSpec& bench
   if (ctx == nullptr || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
     return absl::InternalError("cannot start a SHA-256 digest");
   }
+  bool updated = true;
+  auto update = [&](const void* data, size_t size) {
+    updated &= EVP_DigestUpdate(ctx.get(), data, size) == 1;
+  };
+  // The manifest's entry first: the same programs run with other arguments
+  // or metrics are another measurement (a later evaluation may read a newer
+  // manifest).
+  const std::string spec = benchmark.SerializeAsString();
+  const std::string spec_header = absl::StrCat("spec ", spec.size(), "\n");
+  update(spec_header.data(), spec_header.size());
+  update(spec.data(), spec.size());
   std::vector<char> buf(1 << 16);
   for (const auto& [relative, path] : *files) {
     std::ifstream in(path, std::ios::binary);
@@ -122,12 +133,19 @@ absl::StatusOr<std::string> BenchmarkInputsDigest(const v1::BenchmarkSpec& bench
     }
     // Path and size first, so that no two file lists hash alike.
     const std::string header = absl::StrCat(relative, std::string(1, '\0'), size, "\n");
-    EVP_DigestUpdate(ctx.get(), header.data(), header.size());
+    update(header.data(), header.size());
+    uintmax_t read = 0;
     while (in) {
       in.read(buf.data(), buf.size());
-      EVP_DigestUpdate(ctx.get(), buf.data(), in.gcount());
+      update(buf.data(), in.gcount());
+      read += in.gcount();
+    }
+    if (in.bad() || read != size) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("cannot read %s (%d of %d bytes)", path.string(), read, size));
     }
   }
+  if (!updated) return absl::InternalError("SHA-256 digest update failed");
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   if (EVP_DigestFinal_ex(ctx.get(), digest, &length) != 1) {

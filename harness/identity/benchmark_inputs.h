@@ -52,10 +52,12 @@ absl::StatusOr<InputComparison> CompareBenchmarkInputs(const v1::BenchmarkSpec& 
                                                        const std::string& baseline_dir,
                                                        const std::string& candidate_dir);
 
-// Lowercase hex SHA-256 over each input of `benchmark` in `checkout_dir`, in
-// path order: its path relative to the checkout, its size, its bytes. Two
-// checkouts with equal digests are identical in CompareBenchmarkInputs's
-// sense. Errors as CompareBenchmarkInputs's.
+// Lowercase hex SHA-256 over the benchmark's manifest entry (command,
+// metrics, reads...) and then each input of `benchmark` in `checkout_dir`,
+// in path order: its path relative to the checkout, its size, its bytes.
+// Two checkouts with equal digests for one entry are identical in
+// CompareBenchmarkInputs's sense. Errors as CompareBenchmarkInputs's, and
+// FailedPrecondition for a file that cannot be read to its end.
 absl::StatusOr<std::string> BenchmarkInputsDigest(const v1::BenchmarkSpec& benchmark,
                                                   const std::string& checkout_dir);
 

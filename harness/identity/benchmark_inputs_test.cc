@@ -143,6 +143,10 @@ TEST_F(BenchmarkInputsTest, DigestsAreEqualExactlyWhenTheInputsAre) {
   ASSERT_TRUE(candidate.ok()) << candidate.status();
   EXPECT_EQ(baseline->size(), 64);
   EXPECT_EQ(*baseline, *candidate);
+  // The same files measured with other arguments are another measurement.
+  v1::BenchmarkSpec other = spec_;
+  other.set_command("bazel-bin/bench --benchmark_filter='BM_x/8$' --n=2");
+  EXPECT_NE(*BenchmarkInputsDigest(other, (root_ / "baseline").string()), *baseline);
   Write(root_ / "candidate/configs/bench.json", R"({"layers": 8})");
   absl::StatusOr<std::string> changed =
       BenchmarkInputsDigest(spec_, (root_ / "candidate").string());
