@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -261,48 +262,11 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
         std::min(absl::Seconds(std::max(0, req->wait_s())), s_->options_.max_sync_wait);
     const absl::Time deadline = absl::Now() + wait;
     while (true) {
-      absl::StatusOr<v1::Node> node = s_->store_->GetNode(req->node_id());
-      if (!node.ok()) return ToGrpc(node.status());
-      // A calibrating node always has its calibration job queued (so the
-      // claim below, calibration first, never hands it gate work), and a
-      // quarantined one measures itself again now and then; it gets gate
-      // work back once its noise is within the budget.
-      if (node->state() == v1::CALIBRATING ||
-          (node->state() == v1::QUARANTINED && s_->RecalibrationDue(node->id())) ||
-          (node->state() == v1::ACTIVE && s_->PeriodicCalibrationDue(node->id()))) {
-        absl::StatusOr<int64_t> job =
-            s_->store_->EnqueueCalibration(node->id(), s_->options_.max_attempts);
-        if (!job.ok() && job.status().code() != absl::StatusCode::kAlreadyExists) {
-          return ToGrpc(job.status());
-        }
-        node->set_state(v1::CALIBRATING);
-      }
-      if (node->state() == v1::ACTIVE || node->state() == v1::CALIBRATING) {
-        results::ClaimRequest claim;
-        claim.node_id = node->id();
-        claim.dimensions = node->dimensions();
-        claim.max_jobs = 1;
-        claim.lease_duration = s_->options_.lease_duration;
-        const absl::Time claim_start = absl::Now();
-        absl::StatusOr<std::vector<v1::Lease>> leases = s_->store_->ClaimJobs(claim);
-        if (!leases.ok()) return ToGrpc(leases.status());
-        s_->RecordClaim(absl::ToDoubleSeconds(absl::Now() - claim_start), leases->size());
-        if (!leases->empty()) {
-          v1::Lease& lease = leases->front();
-          if (node->state() == v1::CALIBRATING && lease.job_kind() != v1::CALIBRATION) {
-            // Calibration runs first; an uncalibrated node gets no gate work.
-            (void)s_->store_->FailLease({lease.id(), node->id()}, "node not calibrated yet");
-          } else {
-            lease.set_heartbeat_interval_s(s_->options_.heartbeat_interval_s);
-            if (lease.job_kind() == v1::EVALUATION) {
-              absl::MutexLock l(&s_->mu_);
-              s_->granted_leases_[lease.id()] = {lease.evaluation().id(), {}};
-            }
-            s_->AttachPrior(&lease);
-            *resp->mutable_lease() = lease;
-            return Status::OK;
-          }
-        }
+      absl::StatusOr<std::optional<v1::Lease>> lease = s_->ClaimFor(req->node_id());
+      if (!lease.ok()) return ToGrpc(lease.status());
+      if (lease->has_value()) {
+        *resp->mutable_lease() = *std::move(*lease);
+        return Status::OK;
       }
       if (ctx->IsCancelled() || absl::Now() >= deadline) return Status::OK;
       if (!s_->WaitForChange(deadline)) return Status::OK;
@@ -374,7 +338,7 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
   }
 
   Status FinishLease(ServerContext* ctx, const v1::FinishLeaseRequest* req,
-                     v1::FinishLeaseResponse*) override {
+                     v1::FinishLeaseResponse* resp) override {
     Principal who;
     if (Status st = s_->auth_.Authorize(ctx, {Role::kNode}, &who); !st.ok()) return st;
     results::LeaseRef lease{req->lease_id(), req->node_id()};
@@ -442,7 +406,14 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
         return Invalid("an outcome (verdict, infrastructure_error or calibration_noise) is required");
     }
     s_->Notify();
-    return ToGrpc(st);
+    if (!st.ok()) return ToGrpc(st);
+    if (req->claim_next()) {
+      // The outcome stands whatever happens here: a failed claim leaves the
+      // reply without a lease, and the node's next Synchronize meets it.
+      absl::StatusOr<std::optional<v1::Lease>> next = s_->ClaimFor(lease.node_id);
+      if (next.ok() && next->has_value()) *resp->mutable_next_lease() = *std::move(*next);
+    }
+    return Status::OK;
   }
 
  private:
@@ -591,6 +562,48 @@ absl::StatusOr<std::string> Scheduler::Remeasure(const v1::Evaluation& original,
   absl::StatusOr<results::SubmitResult> r = Enqueue(req, c.submitter(), original.id());
   if (!r.ok()) return r.status();
   return r->evaluation.id();
+}
+
+absl::StatusOr<std::optional<v1::Lease>> Scheduler::ClaimFor(const std::string& node_id) {
+  absl::StatusOr<v1::Node> node = store_->GetNode(node_id);
+  if (!node.ok()) return node.status();
+  // A calibrating node always has its calibration job queued (so the claim
+  // below, calibration first, never hands it gate work), and a quarantined
+  // one measures itself again now and then; it gets gate work back once its
+  // noise is within the budget.
+  if (node->state() == v1::CALIBRATING ||
+      (node->state() == v1::QUARANTINED && RecalibrationDue(node->id())) ||
+      (node->state() == v1::ACTIVE && PeriodicCalibrationDue(node->id()))) {
+    absl::StatusOr<int64_t> job = store_->EnqueueCalibration(node->id(), options_.max_attempts);
+    if (!job.ok() && job.status().code() != absl::StatusCode::kAlreadyExists) {
+      return job.status();
+    }
+    node->set_state(v1::CALIBRATING);
+  }
+  if (node->state() != v1::ACTIVE && node->state() != v1::CALIBRATING) return std::nullopt;
+  results::ClaimRequest claim;
+  claim.node_id = node->id();
+  claim.dimensions = node->dimensions();
+  claim.max_jobs = 1;
+  claim.lease_duration = options_.lease_duration;
+  const absl::Time claim_start = absl::Now();
+  absl::StatusOr<std::vector<v1::Lease>> leases = store_->ClaimJobs(claim);
+  if (!leases.ok()) return leases.status();
+  RecordClaim(absl::ToDoubleSeconds(absl::Now() - claim_start), leases->size());
+  if (leases->empty()) return std::nullopt;
+  v1::Lease& lease = leases->front();
+  if (node->state() == v1::CALIBRATING && lease.job_kind() != v1::CALIBRATION) {
+    // Calibration runs first; an uncalibrated node gets no gate work.
+    (void)store_->FailLease({lease.id(), node->id()}, "node not calibrated yet");
+    return std::nullopt;
+  }
+  lease.set_heartbeat_interval_s(options_.heartbeat_interval_s);
+  if (lease.job_kind() == v1::EVALUATION) {
+    absl::MutexLock l(&mu_);
+    granted_leases_[lease.id()] = {lease.evaluation().id(), {}};
+  }
+  AttachPrior(&lease);
+  return std::move(lease);
 }
 
 void Scheduler::AdvanceMerges() {

@@ -25,6 +25,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,10 @@ class Scheduler {
   absl::StatusOr<results::SubmitResult> Enqueue(const v1::SubmitRequest& request,
                                                 const std::string& submitter,
                                                 const std::string& remeasure_of = "");
+  // One claim for a registered node, without waiting: its calibration job
+  // when one is due, else the next gate job its dimensions match. Empty when
+  // nothing is queued for it, or it is quarantined.
+  absl::StatusOr<std::optional<v1::Lease>> ClaimFor(const std::string& node_id);
   // A re-measure's lease gets the digests and samples of the evaluation it
   // re-measures (v1::PriorMeasurement); the node decides whether they stand.
   void AttachPrior(v1::Lease* lease);

@@ -601,6 +601,79 @@ TEST_F(SchedulerTest, BisectFindsTheCommitThatSlowedTheMetric) {
               HasSubstr("culprit " + slow.substr(0, 12)));
 }
 
+// FinishLease with claim_next hands the node its next job in the reply; a
+// refused finish claims nothing, and with nothing queued the reply is empty.
+TEST_F(SchedulerTest, AFinishCanClaimTheNodesNextJob) {
+  Branch("comment", "echo '// a comment' >> checksum.h");
+  StartServer();
+  auto nodes =
+      v1::NodeService::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  auto call = [](auto method) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer node-token-001");
+    return method(&ctx);
+  };
+  std::string holder, intruder;
+  for (std::string* id : {&holder, &intruder}) {
+    v1::RegisterNodeRequest reg;
+    reg.set_name(id == &holder ? "holder" : "intruder");
+    reg.mutable_dimensions()->set_accelerator_kind("cpu");
+    reg.mutable_dimensions()->set_fingerprint("test");
+    v1::RegisterNodeResponse resp;
+    ASSERT_TRUE(
+        call([&](grpc::ClientContext* c) { return nodes->RegisterNode(c, reg, &resp); }).ok());
+    *id = resp.node_id();
+  }
+  v1::SynchronizeRequest sync;
+  sync.set_node_id(holder);
+  v1::SynchronizeResponse calibration;
+  ASSERT_TRUE(
+      call([&](grpc::ClientContext* c) { return nodes->Synchronize(c, sync, &calibration); }).ok());
+  ASSERT_EQ(calibration.lease().job_kind(), v1::CALIBRATION);
+  v1::SubmitResponse queued;
+  ASSERT_TRUE(Submit("ci-token-0001", "comment", v1::CI, &queued).ok());
+
+  v1::FinishLeaseRequest finish;
+  finish.set_node_id(intruder);
+  finish.set_lease_id(calibration.lease().id());
+  finish.set_calibration_noise(0.01);
+  finish.set_claim_next(true);
+  v1::FinishLeaseResponse refused;
+  EXPECT_EQ(call([&](grpc::ClientContext* c) {
+              return nodes->FinishLease(c, finish, &refused);
+            }).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_FALSE(refused.has_next_lease());
+  EXPECT_EQ(Get(queued.evaluation().id()).state(), v1::QUEUED);
+
+  finish.set_node_id(holder);
+  v1::FinishLeaseResponse calibrated;
+  ASSERT_TRUE(call([&](grpc::ClientContext* c) {
+                return nodes->FinishLease(c, finish, &calibrated);
+              }).ok());
+  ASSERT_TRUE(calibrated.has_next_lease());
+  const v1::Lease& next = calibrated.next_lease();
+  EXPECT_EQ(next.job_kind(), v1::EVALUATION);
+  EXPECT_EQ(next.evaluation().id(), queued.evaluation().id());
+  EXPECT_GT(next.heartbeat_interval_s(), 0);
+  const v1::Evaluation running = Get(queued.evaluation().id());
+  EXPECT_EQ(running.state(), v1::RUNNING);
+  EXPECT_EQ(running.node_id(), holder);
+
+  v1::FinishLeaseRequest verdict;
+  verdict.set_node_id(holder);
+  verdict.set_lease_id(next.id());
+  verdict.mutable_verdict()->set_evaluation_id(next.evaluation().id());
+  verdict.mutable_verdict()->set_decision(v1::REJECT);
+  verdict.mutable_verdict()->set_policy(v1::NO_REGRESSION);
+  verdict.set_claim_next(true);
+  v1::FinishLeaseResponse idle;
+  ASSERT_TRUE(
+      call([&](grpc::ClientContext* c) { return nodes->FinishLease(c, verdict, &idle); }).ok());
+  EXPECT_FALSE(idle.has_next_lease());  // The intruder's calibration is pinned to it.
+  EXPECT_EQ(Get(queued.evaluation().id()).state(), v1::FINISHED);
+}
+
 TEST_F(SchedulerTest, RolesAndBadRequestsGetPreciseStatuses) {
   Branch("comment", "sed -i '1i // no-op' checksum.h");
   StartServer();

@@ -189,31 +189,45 @@ absl::Status NodeWorker::Run() {
   heartbeat_interval_s_ = std::max(1, registered.heartbeat_interval_s());
   int jobs = 0;
   int failures = 0;
-  while (!stop_) {
-    v1::SynchronizeRequest req;
-    req.set_node_id(node_id_);
-    req.set_wait_s(5);
-    v1::SynchronizeResponse resp;
-    grpc::ClientContext ctx;
-    Attach(&ctx);
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    ctx.set_wait_for_ready(true);
-    grpc::Status s = stub_->Synchronize(&ctx, req, &resp);
-    if (!s.ok()) {
-      // The scheduler may be restarting: retry for a while.
-      if (++failures > 30) return FromGrpc(s, "synchronize");
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      continue;
+  // A lease the last finish claimed runs even after Stop: it was claimed
+  // only while not stopping, and dropping it would cost it an attempt.
+  std::optional<v1::Lease> next;
+  while (next.has_value() || !stop_) {
+    v1::Lease lease;
+    if (next.has_value()) {
+      lease = *std::move(next);
+      next.reset();
+    } else {
+      v1::SynchronizeRequest req;
+      req.set_node_id(node_id_);
+      req.set_wait_s(5);
+      v1::SynchronizeResponse resp;
+      grpc::ClientContext ctx;
+      Attach(&ctx);
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+      ctx.set_wait_for_ready(true);
+      grpc::Status s = stub_->Synchronize(&ctx, req, &resp);
+      if (!s.ok()) {
+        // The scheduler may be restarting: retry for a while.
+        if (++failures > 30) return FromGrpc(s, "synchronize");
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        continue;
+      }
+      failures = 0;
+      if (!resp.has_lease()) continue;
+      lease = resp.lease();
     }
-    failures = 0;
-    if (!resp.has_lease()) continue;
-    if (auto st = RunLease(resp.lease()); !st.ok()) return st;
-    if (options_.max_jobs > 0 && ++jobs >= options_.max_jobs) break;
+    const bool more = options_.max_jobs <= 0 || ++jobs < options_.max_jobs;
+    absl::StatusOr<std::optional<v1::Lease>> claimed = RunLease(lease, more);
+    if (!claimed.ok()) return claimed.status();
+    next = *std::move(claimed);
+    if (!more) break;
   }
   return absl::OkStatus();
 }
 
-absl::Status NodeWorker::RunLease(const v1::Lease& lease) {
+absl::StatusOr<std::optional<v1::Lease>> NodeWorker::RunLease(const v1::Lease& lease,
+                                                              bool claim_next) {
   v1::FinishLeaseRequest finish;
   finish.set_node_id(node_id_);
   finish.set_lease_id(lease.id());
@@ -282,7 +296,7 @@ absl::Status NodeWorker::RunLease(const v1::Lease& lease) {
     }
     writer->WritesDone();
     grpc::Status stream_status = writer->Finish();
-    if (cancel) return absl::OkStatus();  // The scheduler dropped the lease.
+    if (cancel) return std::nullopt;  // The scheduler dropped the lease.
     if (!outcome.ok()) {
       // Bad refs or manifest surfaced only now: not retryable elsewhere
       // either, but it is not the candidate's verdict; report it.
@@ -297,6 +311,7 @@ absl::Status NodeWorker::RunLease(const v1::Lease& lease) {
       finish.mutable_verdict()->set_evaluation_id(lease.evaluation().id());
     }
   }
+  finish.set_claim_next(claim_next && !stop_);
   v1::FinishLeaseResponse done_resp;
   for (int attempt = 0; attempt < 20; ++attempt) {
     grpc::ClientContext ctx;
@@ -307,7 +322,8 @@ absl::Status NodeWorker::RunLease(const v1::Lease& lease) {
     if (s.ok() || s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
       // FAILED_PRECONDITION: the lease expired or was cancelled meanwhile;
       // the job was requeued or dropped, and this result must not count.
-      return absl::OkStatus();
+      if (s.ok() && done_resp.has_next_lease()) return done_resp.next_lease();
+      return std::nullopt;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }

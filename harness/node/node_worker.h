@@ -1,5 +1,7 @@
 // NodeWorker: `densegate node`. Registers this machine with the scheduler,
-// then loops: long-poll for a lease (Synchronize), run it, finish it.
+// then loops: long-poll for a lease (Synchronize), run it, finish it. The
+// finish also claims the next job (FinishLeaseRequest.claim_next), so a busy
+// node goes from job to job in one round trip and long-polls only when idle.
 //
 //   * EVALUATION leases run the harness's Evaluator on this node's slot;
 //     stage events, progress and the raw samples stream to the scheduler
@@ -18,10 +20,12 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
 #include "harness/process/host_lock.h"
 #include "harness/process/launcher.h"
@@ -66,7 +70,9 @@ class NodeWorker {
   void Stop() { stop_ = true; }
 
  private:
-  absl::Status RunLease(const v1::Lease& lease);
+  // Runs one lease and finishes it. With `claim_next` (and not stopped),
+  // the finish also claims the node's next job: returned when there was one.
+  absl::StatusOr<std::optional<v1::Lease>> RunLease(const v1::Lease& lease, bool claim_next);
   void Attach(grpc::ClientContext* ctx) const;
 
   NodeWorkerOptions options_;
