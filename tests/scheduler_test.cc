@@ -91,7 +91,37 @@ class SchedulerTest : public ::testing::Test {
     db_url_ = "sqlite:" + dir_ + "/db";
   }
 
+  // The scenarios that run on both stores (SQLite by default; the
+  // OnPostgresqlToo tests call UsePostgres first).
+  void TwoNodesReachTheRightVerdicts();
+  void AKilledNodeLosesItsLease();
+  void CiFirstAndCancel();
   void KillAndRestart();
+
+  // Points the server at a fresh PostgreSQL database, kept until the test
+  // ends. False when DENSEGATE_PG_URL is unset: the test is then skipped,
+  // or failed under CI, and the caller returns.
+  bool UsePostgres(const std::string& name) {
+    const std::string url = results::testing::PostgresUrlFromEnv();
+    if (url.empty()) {
+      if (std::getenv("CI") != nullptr) {
+        ADD_FAILURE() << "DENSEGATE_PG_URL is not set under CI";
+      } else {
+        // GTEST_SKIP returns from the function it is in: a void lambda.
+        [] { GTEST_SKIP() << "DENSEGATE_PG_URL not set: eval \"$(tools/pg_cluster.sh start)\""; }();
+      }
+      return false;
+    }
+    absl::StatusOr<std::unique_ptr<results::testing::TestDatabase>> db =
+        results::testing::TestDatabase::CreatePostgres(url, name);
+    if (!db.ok()) {
+      ADD_FAILURE() << db.status();
+      return false;
+    }
+    pg_ = *std::move(db);
+    db_url_ = pg_->url();
+    return true;
+  }
 
   void Git(const std::string& args) {
     Sh("git -c user.name=t -c user.email=t@t -C " + repo_ + " " + args);
@@ -205,6 +235,8 @@ class SchedulerTest : public ::testing::Test {
   // The store the server runs on: a SQLite file unless a test picks another.
   std::string db_url_;
   int http_port_ = 0;
+  // With UsePostgres; declared before server_, so the server stops first.
+  std::unique_ptr<results::testing::TestDatabase> pg_;
   std::unique_ptr<Child> server_;
   std::unique_ptr<v1::Densegate::Stub> stub_;
 };
@@ -219,11 +251,14 @@ constexpr char kFast[] =
     "  return sum; }\n"
     "EOF";
 
-TEST_F(SchedulerTest, SubmissionsAcrossTwoNodesReachTheRightVerdicts) {
+void SchedulerTest::TwoNodesReachTheRightVerdicts() {
   Branch("fast", kFast);
   Branch("comment", "sed -i '1i // no-op' checksum.h");
   Branch("broken", "echo 'not C++' >> checksum.h");
   Branch("wrong", "sed -i 's/1000000007ULL/1000000009ULL/' checksum.h");
+  for (int i = 1; i <= 16; ++i) {
+    Branch(absl::StrCat("comment-", i), absl::StrCat("sed -i '1i // note ", i, "' checksum.h"));
+  }
   StartServer();
   auto n1 = StartNode("n1");
   auto n2 = StartNode("n2");
@@ -236,6 +271,8 @@ TEST_F(SchedulerTest, SubmissionsAcrossTwoNodesReachTheRightVerdicts) {
                              {"comment", v1::CI, v1::ACCEPT},
                              {"broken", v1::EXPERIMENT, v1::REJECT},
                              {"wrong", v1::CI, v1::REJECT}};
+  // Twenty submissions in all: sixteen more CI commits, each a comment.
+  for (int i = 1; i <= 16; ++i) cases.push_back({absl::StrCat("comment-", i), v1::CI, v1::ACCEPT});
   std::vector<std::string> ids;
   for (const Case& c : cases) {
     v1::SubmitResponse r;
@@ -263,14 +300,23 @@ TEST_F(SchedulerTest, SubmissionsAcrossTwoNodesReachTheRightVerdicts) {
   // Prometheus sees the same.
   const std::string metrics = Metrics();
   EXPECT_THAT(metrics, HasSubstr("200 OK"));
-  EXPECT_THAT(metrics, HasSubstr("densegate_verdicts_total{decision=\"accept\"} 2"));
+  EXPECT_THAT(metrics, HasSubstr("densegate_verdicts_total{decision=\"accept\"} 18"));
   EXPECT_THAT(metrics, HasSubstr("densegate_verdicts_total{decision=\"reject\"} 2"));
   EXPECT_THAT(metrics, HasSubstr("densegate_nodes{state=\"active\"} 2"));
   EXPECT_THAT(metrics, HasSubstr("densegate_queued_evaluations{kind=\"ci\"} 0"));
   EXPECT_THAT(metrics, HasSubstr("densegate_claim_latency_seconds_count"));
 }
 
-TEST_F(SchedulerTest, ANodeKilledMidJobLosesItsLeaseAndAnotherFinishes) {
+TEST_F(SchedulerTest, SubmissionsAcrossTwoNodesReachTheRightVerdicts) {
+  TwoNodesReachTheRightVerdicts();
+}
+
+TEST_F(SchedulerTest, OnPostgresqlTooSubmissionsAcrossTwoNodesReachTheRightVerdicts) {
+  if (!UsePostgres("scheduler_two_nodes")) return;
+  TwoNodesReachTheRightVerdicts();
+}
+
+void SchedulerTest::AKilledNodeLosesItsLease() {
   Branch("comment", "sed -i '1i // no-op' checksum.h");
   StartServer(/*lease_s=*/3);
   v1::SubmitResponse r;
@@ -286,6 +332,15 @@ TEST_F(SchedulerTest, ANodeKilledMidJobLosesItsLeaseAndAnotherFinishes) {
   // 3 s lease and cost another.
   EXPECT_GE(e.attempt(), 2);
   EXPECT_EQ(e.node_id(), e.verdict().provenance().node_id());
+}
+
+TEST_F(SchedulerTest, ANodeKilledMidJobLosesItsLeaseAndAnotherFinishes) {
+  AKilledNodeLosesItsLease();
+}
+
+TEST_F(SchedulerTest, OnPostgresqlTooANodeKilledMidJobLosesItsLeaseAndAnotherFinishes) {
+  if (!UsePostgres("scheduler_node_killed")) return;
+  AKilledNodeLosesItsLease();
 }
 
 // Three candidates, one node; the scheduler is killed with one running and
@@ -316,18 +371,11 @@ void SchedulerTest::KillAndRestart() {
 TEST_F(SchedulerTest, SchedulerKilledAndRestartedLosesNoVerdict) { KillAndRestart(); }
 
 TEST_F(SchedulerTest, OnPostgresqlTooSchedulerKilledAndRestartedLosesNoVerdict) {
-  const std::string url = results::testing::PostgresUrlFromEnv();
-  if (url.empty()) {
-    if (std::getenv("CI") != nullptr) FAIL() << "DENSEGATE_PG_URL is not set under CI";
-    GTEST_SKIP() << "DENSEGATE_PG_URL not set: eval \"$(tools/pg_cluster.sh start)\"";
-  }
-  auto db = results::testing::TestDatabase::CreatePostgres(url, "scheduler_restart");
-  ASSERT_TRUE(db.ok()) << db.status();
-  db_url_ = (*db)->url();
+  if (!UsePostgres("scheduler_restart")) return;
   KillAndRestart();
 }
 
-TEST_F(SchedulerTest, CiRunsBeforeExperimentsAndCancelStopsARunningJob) {
+void SchedulerTest::CiFirstAndCancel() {
   Branch("fast", kFast);
   Branch("comment", "sed -i '1i // no-op' checksum.h");
   Branch("wrong", "sed -i 's/1000000007ULL/1000000009ULL/' checksum.h");
@@ -367,6 +415,13 @@ TEST_F(SchedulerTest, CiRunsBeforeExperimentsAndCancelStopsARunningJob) {
   v1::Evaluation cancelled = Get(experiment.evaluation().id());
   EXPECT_EQ(cancelled.state(), v1::CANCELLED);
   EXPECT_FALSE(cancelled.has_verdict());
+}
+
+TEST_F(SchedulerTest, CiRunsBeforeExperimentsAndCancelStopsARunningJob) { CiFirstAndCancel(); }
+
+TEST_F(SchedulerTest, OnPostgresqlTooCiRunsBeforeExperimentsAndCancelStopsARunningJob) {
+  if (!UsePostgres("scheduler_ci_first")) return;
+  CiFirstAndCancel();
 }
 
 TEST_F(SchedulerTest, TlsServesOnlyEncryptedClientsAndNodes) {
