@@ -12,7 +12,15 @@ trap 'rm -f "$log"' EXIT
 
 # A throwaway PostgreSQL cluster for the PostgreSQL store tests
 # (results/store), stopped on exit. Without it they skip, or fail under CI.
-if [[ -z "${DENSEGATE_PG_URL:-}" ]] && pg_env="$(tools/pg_cluster.sh start)"; then
+# A DENSEGATE_PG_URL from the environment names a server to use instead;
+# one that does not answer would fail every PostgreSQL test, so stop here.
+if [[ -n "${DENSEGATE_PG_URL:-}" ]]; then
+  if ! pg_error="$(psql "$DENSEGATE_PG_URL" -Atqc 'SELECT 1' 2>&1 >/dev/null)"; then
+    echo "tests: DENSEGATE_PG_URL is set but its server does not answer (${pg_error%%$'\n'*});" \
+         "start it, or unset DENSEGATE_PG_URL to test on a throwaway cluster" >&2
+    exit 1
+  fi
+elif pg_env="$(tools/pg_cluster.sh start)"; then
   eval "$pg_env"
   trap 'tools/pg_cluster.sh stop; rm -f "$log"' EXIT
 fi
