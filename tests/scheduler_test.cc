@@ -91,38 +91,6 @@ class SchedulerTest : public ::testing::Test {
     db_url_ = "sqlite:" + dir_ + "/db";
   }
 
-  // The scenarios that run on both stores (SQLite by default; the
-  // OnPostgresqlToo tests call UsePostgres first).
-  void TwoNodesReachTheRightVerdicts();
-  void AKilledNodeLosesItsLease();
-  void CiFirstAndCancel();
-  void KillAndRestart();
-
-  // Points the server at a fresh PostgreSQL database, kept until the test
-  // ends. False when DENSEGATE_PG_URL is unset: the test is then skipped,
-  // or failed under CI, and the caller returns.
-  bool UsePostgres(const std::string& name) {
-    const std::string url = results::testing::PostgresUrlFromEnv();
-    if (url.empty()) {
-      if (std::getenv("CI") != nullptr) {
-        ADD_FAILURE() << "DENSEGATE_PG_URL is not set under CI";
-      } else {
-        // GTEST_SKIP returns from the function it is in: a void lambda.
-        [] { GTEST_SKIP() << "DENSEGATE_PG_URL not set: eval \"$(tools/pg_cluster.sh start)\""; }();
-      }
-      return false;
-    }
-    absl::StatusOr<std::unique_ptr<results::testing::TestDatabase>> db =
-        results::testing::TestDatabase::CreatePostgres(url, name);
-    if (!db.ok()) {
-      ADD_FAILURE() << db.status();
-      return false;
-    }
-    pg_ = *std::move(db);
-    db_url_ = pg_->url();
-    return true;
-  }
-
   void Git(const std::string& args) {
     Sh("git -c user.name=t -c user.email=t@t -C " + repo_ + " " + args);
   }
@@ -235,11 +203,40 @@ class SchedulerTest : public ::testing::Test {
   // The store the server runs on: a SQLite file unless a test picks another.
   std::string db_url_;
   int http_port_ = 0;
-  // With UsePostgres; declared before server_, so the server stops first.
+  // SchedulerOnEachStore's PostgreSQL database; declared before server_, so
+  // that the server stops first.
   std::unique_ptr<results::testing::TestDatabase> pg_;
   std::unique_ptr<Child> server_;
   std::unique_ptr<v1::Densegate::Stub> stub_;
 };
+
+// The scenarios that run on each store: the SQLite file of SchedulerTest,
+// or a fresh PostgreSQL database (DENSEGATE_PG_URL; skipped without one,
+// failed under CI).
+class SchedulerOnEachStore : public SchedulerTest,
+                             public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override {
+    SchedulerTest::SetUp();
+    if (GetParam() != "postgresql") return;
+    const std::string url = results::testing::PostgresUrlFromEnv();
+    if (url.empty()) {
+      if (results::testing::RunningInCi()) FAIL() << "CI=true but DENSEGATE_PG_URL is not set";
+      GTEST_SKIP() << results::testing::HowToRunPostgresTests();
+    }
+    absl::StatusOr<std::unique_ptr<results::testing::TestDatabase>> db =
+        results::testing::TestDatabase::CreatePostgres(
+            url, ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    ASSERT_TRUE(db.ok()) << db.status();
+    pg_ = *std::move(db);
+    db_url_ = pg_->url();
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Stores, SchedulerOnEachStore, ::testing::Values("sqlite", "postgresql"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 constexpr char kFast[] =
     "cat > checksum.h <<'EOF'\n"
@@ -251,7 +248,7 @@ constexpr char kFast[] =
     "  return sum; }\n"
     "EOF";
 
-void SchedulerTest::TwoNodesReachTheRightVerdicts() {
+TEST_P(SchedulerOnEachStore, SubmissionsAcrossTwoNodesReachTheRightVerdicts) {
   Branch("fast", kFast);
   Branch("comment", "sed -i '1i // no-op' checksum.h");
   Branch("broken", "echo 'not C++' >> checksum.h");
@@ -307,16 +304,7 @@ void SchedulerTest::TwoNodesReachTheRightVerdicts() {
   EXPECT_THAT(metrics, HasSubstr("densegate_claim_latency_seconds_count"));
 }
 
-TEST_F(SchedulerTest, SubmissionsAcrossTwoNodesReachTheRightVerdicts) {
-  TwoNodesReachTheRightVerdicts();
-}
-
-TEST_F(SchedulerTest, OnPostgresqlTooSubmissionsAcrossTwoNodesReachTheRightVerdicts) {
-  if (!UsePostgres("scheduler_two_nodes")) return;
-  TwoNodesReachTheRightVerdicts();
-}
-
-void SchedulerTest::AKilledNodeLosesItsLease() {
+TEST_P(SchedulerOnEachStore, ANodeKilledMidJobLosesItsLeaseAndAnotherFinishes) {
   Branch("comment", "sed -i '1i // no-op' checksum.h");
   StartServer(/*lease_s=*/3);
   v1::SubmitResponse r;
@@ -334,18 +322,9 @@ void SchedulerTest::AKilledNodeLosesItsLease() {
   EXPECT_EQ(e.node_id(), e.verdict().provenance().node_id());
 }
 
-TEST_F(SchedulerTest, ANodeKilledMidJobLosesItsLeaseAndAnotherFinishes) {
-  AKilledNodeLosesItsLease();
-}
-
-TEST_F(SchedulerTest, OnPostgresqlTooANodeKilledMidJobLosesItsLeaseAndAnotherFinishes) {
-  if (!UsePostgres("scheduler_node_killed")) return;
-  AKilledNodeLosesItsLease();
-}
-
 // Three candidates, one node; the scheduler is killed with one running and
 // two queued, restarted on the same store, and every verdict arrives once.
-void SchedulerTest::KillAndRestart() {
+TEST_P(SchedulerOnEachStore, SchedulerKilledAndRestartedLosesNoVerdict) {
   Branch("fast", kFast);
   Branch("comment", "sed -i '1i // no-op' checksum.h");
   Branch("wrong", "sed -i 's/1000000007ULL/1000000009ULL/' checksum.h");
@@ -368,14 +347,7 @@ void SchedulerTest::KillAndRestart() {
   EXPECT_EQ(Get(ids[2]).verdict().decision(), v1::REJECT);
 }
 
-TEST_F(SchedulerTest, SchedulerKilledAndRestartedLosesNoVerdict) { KillAndRestart(); }
-
-TEST_F(SchedulerTest, OnPostgresqlTooSchedulerKilledAndRestartedLosesNoVerdict) {
-  if (!UsePostgres("scheduler_restart")) return;
-  KillAndRestart();
-}
-
-void SchedulerTest::CiFirstAndCancel() {
+TEST_P(SchedulerOnEachStore, CiRunsBeforeExperimentsAndCancelStopsARunningJob) {
   Branch("fast", kFast);
   Branch("comment", "sed -i '1i // no-op' checksum.h");
   Branch("wrong", "sed -i 's/1000000007ULL/1000000009ULL/' checksum.h");
@@ -415,13 +387,6 @@ void SchedulerTest::CiFirstAndCancel() {
   v1::Evaluation cancelled = Get(experiment.evaluation().id());
   EXPECT_EQ(cancelled.state(), v1::CANCELLED);
   EXPECT_FALSE(cancelled.has_verdict());
-}
-
-TEST_F(SchedulerTest, CiRunsBeforeExperimentsAndCancelStopsARunningJob) { CiFirstAndCancel(); }
-
-TEST_F(SchedulerTest, OnPostgresqlTooCiRunsBeforeExperimentsAndCancelStopsARunningJob) {
-  if (!UsePostgres("scheduler_ci_first")) return;
-  CiFirstAndCancel();
 }
 
 TEST_F(SchedulerTest, TlsServesOnlyEncryptedClientsAndNodes) {
