@@ -470,12 +470,9 @@ absl::StatusOr<results::SubmitResult> Scheduler::Enqueue(const v1::SubmitRequest
   std::vector<std::string> scope(req.metric_scope().begin(), req.metric_scope().end());
   std::sort(scope.begin(), scope.end());
   scope.erase(std::unique(scope.begin(), scope.end()), scope.end());
-  // The policy the store will give an unspecified one.
-  const v1::Policy policy = req.policy() != v1::POLICY_UNSPECIFIED ? req.policy()
-                            : req.kind() == v1::CI                 ? v1::NO_REGRESSION
-                                                                   : v1::GAIN;
   if (absl::Status s = CheckMetricScope(
-          *parsed, scope, std::vector<v1::Claim>(req.claims().begin(), req.claims().end()), policy);
+          *parsed, scope, std::vector<v1::Claim>(req.claims().begin(), req.claims().end()),
+          results::EffectivePolicy(req.policy(), req.kind()));
       !s.ok()) {
     return s;
   }

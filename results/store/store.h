@@ -57,12 +57,18 @@ struct JobRequirements {
   std::string node_id;
 };
 
+// The policy a candidate is judged under: `policy`, or when UNSPECIFIED the
+// kind's default (NO_REGRESSION for CI, GAIN for experiments).
+inline v1::Policy EffectivePolicy(v1::Policy policy, v1::CandidateKind kind) {
+  if (policy != v1::POLICY_UNSPECIFIED) return policy;
+  return kind == v1::CI ? v1::NO_REGRESSION : v1::GAIN;
+}
+
 struct SubmitParams {
   // Required: id (the content hash of repo, baseline sha, candidate sha and
   // manifest hash), repo, baseline_sha, candidate_sha, kind (CI or
-  // EXPERIMENT) and submitter. policy UNSPECIFIED becomes the kind's default
-  // (NO_REGRESSION for CI, GAIN for experiments); submitted_at unset becomes
-  // now.
+  // EXPERIMENT) and submitter. policy UNSPECIFIED becomes EffectivePolicy's;
+  // submitted_at unset becomes now.
   v1::Candidate candidate;
   // Higher runs first within the candidate's class; CI always precedes
   // experiments, and equal priorities run in submission order.

@@ -235,9 +235,7 @@ class SqlStore : public Store {
     }
     DG_RETURN_IF_ERROR(ValidateRequirements(params.requirements));
     v1::Candidate c = in;
-    if (c.policy() == v1::POLICY_UNSPECIFIED) {
-      c.set_policy(c.kind() == v1::CI ? v1::NO_REGRESSION : v1::GAIN);
-    }
+    c.set_policy(EffectivePolicy(c.policy(), c.kind()));
     const int64_t now = NowUs();
     if (!c.has_submitted_at()) *c.mutable_submitted_at() = ToProto(now);
     const int max_attempts = params.max_attempts > 0
