@@ -1,6 +1,7 @@
 // The scheduler with real processes on loopback: `densegate serve` on port 0
-// over SQLite, `densegate node` workers, and clients speaking gRPC with
-// per-role tokens. Candidates are commits of the tiny fixture workload.
+// over each store (SQLite, and PostgreSQL with DENSEGATE_PG_URL), `densegate
+// node` workers, and clients speaking gRPC with per-role tokens. Candidates
+// are commits of the tiny fixture workload.
 #include <signal.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -210,9 +211,9 @@ class SchedulerTest : public ::testing::Test {
   std::unique_ptr<v1::Densegate::Stub> stub_;
 };
 
-// The scenarios that run on each store: the SQLite file of SchedulerTest,
-// or a fresh PostgreSQL database (DENSEGATE_PG_URL; skipped without one,
-// failed under CI).
+// Every scenario but TLS (transport only) runs on each store: the SQLite
+// file of SchedulerTest, or a fresh PostgreSQL database (DENSEGATE_PG_URL;
+// skipped without one, failed under CI).
 class SchedulerOnEachStore : public SchedulerTest,
                              public ::testing::WithParamInterface<std::string> {
  protected:
@@ -420,7 +421,7 @@ TEST_F(SchedulerTest, TlsServesOnlyEncryptedClientsAndNodes) {
   EXPECT_EQ(WaitDone(r.evaluation().id()).verdict().decision(), v1::ACCEPT);
 }
 
-TEST_F(SchedulerTest, MergeQueueLandsOnlyWhatWasMeasuredAgainstTheTip) {
+TEST_P(SchedulerOnEachStore, MergeQueueLandsOnlyWhatWasMeasuredAgainstTheTip) {
   // The benchmark's inputs are compared (its binary is built from checksum.h
   // and bench.cc only), so the comments are decided without pairs and the
   // re-measure of "fast" finds the programs it measured before.
@@ -547,7 +548,7 @@ TEST_F(SchedulerTest, MergeQueueLandsOnlyWhatWasMeasuredAgainstTheTip) {
   EXPECT_THAT(report.content(), HasSubstr("\"headline\""));
 }
 
-TEST_F(SchedulerTest, ActiveNodesCalibrateAgainPeriodically) {
+TEST_P(SchedulerOnEachStore, ActiveNodesCalibrateAgainPeriodically) {
   Branch("comment", "echo '# no-op' >> build.sh");
   StartServer(30, "127.0.0.1:0", {"--calibration_period_s", "1"});
   auto node = StartNode("n1");
@@ -570,7 +571,7 @@ TEST_F(SchedulerTest, ActiveNodesCalibrateAgainPeriodically) {
   EXPECT_GE(n, 2) << Metrics();
 }
 
-TEST_F(SchedulerTest, BisectFindsTheCommitThatSlowedTheMetric) {
+TEST_P(SchedulerOnEachStore, BisectFindsTheCommitThatSlowedTheMetric) {
   // base -> comment -> slow (128-bit modulo: same result, several times
   // slower) -> comment -> comment.
   Git("checkout -q -b line base");
@@ -623,7 +624,7 @@ TEST_F(SchedulerTest, BisectFindsTheCommitThatSlowedTheMetric) {
 
 // FinishLease with claim_next hands the node its next job in the reply; a
 // refused finish claims nothing, and with nothing queued the reply is empty.
-TEST_F(SchedulerTest, AFinishCanClaimTheNodesNextJob) {
+TEST_P(SchedulerOnEachStore, AFinishCanClaimTheNodesNextJob) {
   Branch("comment", "echo '// a comment' >> checksum.h");
   StartServer();
   auto nodes =
@@ -694,7 +695,7 @@ TEST_F(SchedulerTest, AFinishCanClaimTheNodesNextJob) {
   EXPECT_EQ(Get(queued.evaluation().id()).state(), v1::FINISHED);
 }
 
-TEST_F(SchedulerTest, RolesAndBadRequestsGetPreciseStatuses) {
+TEST_P(SchedulerOnEachStore, RolesAndBadRequestsGetPreciseStatuses) {
   Branch("comment", "sed -i '1i // no-op' checksum.h");
   StartServer();
   v1::SubmitResponse r;
