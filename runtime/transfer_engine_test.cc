@@ -61,11 +61,12 @@ TEST(TransferEngineTest, ACopyInFlightNeverBlocksTheDecodeLoop) {
 
   // The decode loop polls between steps while the copy is held open. A lock
   // held across the copy would block this call until the copy ends; the
-  // timeout only turns that deadlock into a failure.
+  // timeout only turns that deadlock into a failure (the call takes
+  // microseconds; a longer wait only made every failing run slower).
   std::future<size_t> poll = std::async(std::launch::async, [&] {
     return engine.TakeReady(8, /*wait=*/false).size();
   });
-  const bool returned = poll.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  const bool returned = poll.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
   release_copy.Notify();
   ASSERT_TRUE(returned) << "TakeReady blocked while a copy was in flight";
   EXPECT_EQ(poll.get(), 0u) << "a sequence was ready before its copy finished";
