@@ -99,10 +99,16 @@ class Demo {
   void Show(bool final);
   std::string NodeName(const std::string& id);
   int Verdicts();
-  // Runs `densegate bisect` over the scenario's bisection branch through the
-  // scheduler, as a user would. True when it names the expected culprit (or
-  // the scenario has no bisection).
-  bool Bisect();
+  // Starts `densegate bisect` over the scenario's bisection branch through
+  // the scheduler, as a user would, once every candidate is decided: its
+  // jobs then take the nodes that the merge queue's serial re-measures leave
+  // idle (started with the candidates, its CI-class jobs would go ahead of
+  // the experiments). Does nothing when started already or the scenario has
+  // no bisection.
+  void StartBisect();
+  // Waits for the bisection and prints its steps. True when it names the
+  // expected culprit (or the scenario has no bisection).
+  bool FinishBisect();
   absl::Status WriteReport();
 
   template <typename Ctx>
@@ -141,6 +147,11 @@ class Demo {
   std::vector<std::unique_ptr<Row>> rows_;  // Guarded by mu_ once watchers run.
   // Node id -> name, of every registration AwaitNodes saw (no node joins later).
   std::map<std::string, std::string> node_names_;
+  // The bisection's process, run on its own thread from StartBisect.
+  std::thread bisect_;
+  harness::ProcessSpec bisect_spec_;
+  absl::StatusOr<harness::ProcessResult> bisect_result_ = absl::UnknownError("not started");
+  std::string bisect_started_at_, bisect_finished_at_;
   int shown_lines_ = 0;
   std::map<const Row*, std::string> last_printed_;
   const bool tty_ = isatty(STDOUT_FILENO);
@@ -482,10 +493,15 @@ bool Demo::WaitAndShow() {
   bool all = false;
   const absl::Time deadline = start_ + o_.timeout;
   while (!all && absl::Now() < deadline) {
+    bool decided = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       all = std::all_of(rows_.begin(), rows_.end(), [](const auto& r) { return r->settled; });
+      decided = std::all_of(rows_.begin(), rows_.end(), [](const auto& r) {
+        return r->state == v1::FINISHED || r->state == v1::CANCELLED || r->state == v1::DEAD;
+      });
     }
+    if (decided) StartBisect();
     // Which node holds each running candidate (not part of the event stream).
     std::vector<std::pair<Row*, std::string>> running;
     {
@@ -555,17 +571,11 @@ int Demo::Verdicts() {
   return mismatches;
 }
 
-bool Demo::Bisect() {
-  if (!scenario_.bisection.has_value()) return true;
+void Demo::StartBisect() {
+  if (!scenario_.bisection.has_value() || bisect_.joinable()) return;
   const ScenarioBisection& b = *scenario_.bisection;
-  const std::string expected = repo_.bisection_shas[b.culprit - 1];
-  out_ << absl::StrFormat(
-      "\nbisection: %s, %d commits pushed off the first version without the gate; densegate "
-      "bisect --metric %s --good %s --bad %s\n",
-      b.branch, b.commits.size(), b.metric, repo_.first_version_sha.substr(0, 12),
-      repo_.bisection_shas.back().substr(0, 12));
-  out_.flush();
-  harness::ProcessSpec spec;
+  bisect_started_at_ = Elapsed(start_);
+  harness::ProcessSpec& spec = bisect_spec_;
   spec.argv = {o_.densegate_binary, "bisect", "--server", address_, "--token", tokens_.ci,
                "--repo", repo_.dir, "--metric", b.metric, "--good", repo_.first_version_sha,
                "--bad", repo_.bisection_shas.back(), "--parallel", "2", "--json"};
@@ -573,7 +583,26 @@ bool Demo::Bisect() {
   spec.stderr_path = o_.out_dir + "/logs/bisect.log";
   spec.isolate_network = false;  // It talks to the scheduler on loopback.
   spec.wall_timeout = std::max(o_.timeout - (absl::Now() - start_), absl::Minutes(2));
-  absl::StatusOr<harness::ProcessResult> r = launcher_->Run(spec);
+  bisect_ = std::thread([this] {
+    bisect_result_ = launcher_->Run(bisect_spec_);
+    bisect_finished_at_ = Elapsed(start_);
+  });
+}
+
+bool Demo::FinishBisect() {
+  if (!scenario_.bisection.has_value()) return true;
+  const ScenarioBisection& b = *scenario_.bisection;
+  const std::string expected = repo_.bisection_shas[b.culprit - 1];
+  out_ << absl::StrFormat(
+      "\nbisection: %s, %d commits pushed off the first version without the gate; densegate "
+      "bisect --metric %s --good %s --bad %s (started at %s, when every candidate was "
+      "decided)\n",
+      b.branch, b.commits.size(), b.metric, repo_.first_version_sha.substr(0, 12),
+      repo_.bisection_shas.back().substr(0, 12), bisect_started_at_);
+  out_.flush();
+  if (bisect_.joinable()) bisect_.join();
+  const harness::ProcessSpec& spec = bisect_spec_;
+  const absl::StatusOr<harness::ProcessResult>& r = bisect_result_;
   // With --json it writes only errors here; the steps come from its JSON.
   for (absl::string_view line :
        absl::StrSplit(harness::ReadOutputFile(spec.stderr_path), '\n', absl::SkipEmpty())) {
@@ -596,7 +625,7 @@ bool Demo::Bisect() {
   const bool found = culprit == expected;
   out_ << absl::StrFormat("  culprit %s \"%s\" at %s: %s\n", culprit.substr(0, 12),
                           result.is_object() ? result.value("subject", std::string()) : "",
-                          Elapsed(start_),
+                          bisect_finished_at_,
                           found ? "ok" : "NO: expected " + expected.substr(0, 12));
   return found;
 }
@@ -637,12 +666,13 @@ int Demo::Run() {
   }
   const bool all = WaitAndShow();
   if (!all) {
+    if (bisect_.joinable()) bisect_.join();  // Its scheduler has stopped.
     out_ << "densegate demo: not every candidate was decided within "
          << absl::FormatDuration(o_.timeout) << "; logs in " << o_.out_dir << "/logs\n";
     return kExitInfrastructure;
   }
   const int mismatches = Verdicts();
-  const bool bisected = Bisect();
+  const bool bisected = FinishBisect();
   for (auto& n : nodes_) n->Stop(absl::Seconds(10));
   scheduler_->Stop(absl::Seconds(10));
   if (absl::Status s = WriteReport(); !s.ok()) {
