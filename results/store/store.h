@@ -71,7 +71,9 @@ struct SubmitParams {
   // submitted_at unset becomes now.
   v1::Candidate candidate;
   // Higher runs first within the candidate's class; CI always precedes
-  // experiments, and equal priorities run in submission order.
+  // experiments, and equal priorities run in submission order. A
+  // merge-queue re-measure (candidate.remeasure_of set) ignores it: it runs
+  // before all other gate work, since its branch waits for it.
   int32_t priority = 0;
   // Infrastructure failures (expired leases, FailLease) allowed before the
   // evaluation is DEAD. 0: StoreOptions::default_max_attempts.
@@ -251,8 +253,9 @@ class Store {
   virtual absl::StatusOr<int64_t> EnqueueCalibration(absl::string_view node_id,
                                                      int32_t max_attempts) = 0;
   // Leases up to max_jobs QUEUED jobs whose requirements the dimensions
-  // meet: calibration first, then CI, then experiments; higher priority
-  // first within a class; then submission order. Empty when nothing
+  // meet: calibration first, then merge-queue re-measures, then CI, then
+  // experiments; higher priority first within a class; then submission
+  // order. Empty when nothing
   // matches. Each lease's evaluation is RUNNING with the new attempt number.
   virtual absl::StatusOr<std::vector<v1::Lease>> ClaimJobs(
       const ClaimRequest& request) = 0;

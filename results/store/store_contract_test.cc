@@ -429,7 +429,7 @@ TEST_P(StoreContractTest, ListEvaluationsFiltersAndPages) {
 
 // ---- Queue ------------------------------------------------------------------
 
-TEST_P(StoreContractTest, ClaimsCiBeforeExperimentsThenPriorityThenFifo) {
+TEST_P(StoreContractTest, ClaimsRemeasuresThenCiThenExperimentsByPriority) {
   const std::string e_low =
       SubmitOk(MakeCandidate("e-low", v1::EXPERIMENT), 0).id();
   const std::string e_high =
@@ -439,16 +439,22 @@ TEST_P(StoreContractTest, ClaimsCiBeforeExperimentsThenPriorityThenFifo) {
   const std::string ci_top = SubmitOk(MakeCandidate("ci-top", v1::CI), 5).id();
   const std::string e_mid =
       SubmitOk(MakeCandidate("e-mid", v1::EXPERIMENT), 9).id();
+  // The merge queue's re-measure of an experiment, submitted last and at a
+  // low priority: its branch waits for it, so it goes first.
+  v1::Candidate remeasure = MakeCandidate("e-remeasure", v1::EXPERIMENT);
+  remeasure.set_remeasure_of(e_low);
+  const std::string e_remeasure = SubmitOk(remeasure, -5).id();
 
   std::vector<std::string> order;
   // A batch of 4, then the rest one at a time: the same order either way.
   for (const v1::Lease& l : Claim("n1", 4))
     order.push_back(l.evaluation().id());
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 4; ++i) {
     for (const v1::Lease& l : Claim("n1", 1))
       order.push_back(l.evaluation().id());
   }
-  EXPECT_THAT(order, ElementsAre(ci_top, ci_a, ci_b, e_high, e_mid, e_low));
+  EXPECT_THAT(order, ElementsAre(e_remeasure, ci_top, ci_a, ci_b, e_high, e_mid,
+                                 e_low));
   EXPECT_THAT(Claim("n1", 5), IsEmpty());
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -44,6 +45,10 @@ constexpr int kLeaseFailed = 5;
 constexpr int kClassCalibration = 0;
 constexpr int kClassCi = 1;
 constexpr int kClassExperiment = 2;
+// A merge-queue re-measure (candidate.remeasure_of) holds its branch: every
+// accepted candidate behind it waits. It is queued as CI work at the top
+// priority, ahead of all other gate work.
+constexpr int32_t kRemeasurePriority = std::numeric_limits<int32_t>::max();
 
 constexpr int kDefaultPageSize = 50;
 constexpr int kMaxPageSize = 1000;
@@ -288,6 +293,9 @@ class SqlStore : public Store {
                     {id, c.id(), repo_id, static_cast<int>(c.kind()),
                      c.submitter(), static_cast<int>(v1::QUEUED), now})
                   .status());
+          const bool remeasure = !c.remeasure_of().empty();
+          const int32_t priority =
+              remeasure ? kRemeasurePriority : params.priority;
           DG_RETURN_IF_ERROR(
               tx.Exec(
                     "INSERT INTO jobs (kind, evaluation_id, priority_class, "
@@ -298,17 +306,18 @@ class SqlStore : public Store {
                     "$5, "
                     "0, $6, $7, $8, $9, $10, $11, $12, $12)",
                     {static_cast<int>(v1::EVALUATION), id,
-                     c.kind() == v1::CI ? kClassCi : kClassExperiment,
-                     params.priority, kJobQueued, max_attempts,
-                     req.accelerator_kind, req.min_accelerator_count,
+                     c.kind() == v1::CI || remeasure ? kClassCi
+                                                     : kClassExperiment,
+                     priority, kJobQueued, max_attempts, req.accelerator_kind,
+                     req.min_accelerator_count,
                      req.min_accelerator_memory_bytes, req.fingerprint,
                      req.node_id, now})
                   .status());
-          DG_RETURN_IF_ERROR(
-              AuditTx(tx, now, c.submitter(), "submit", id,
-                      absl::StrCat("candidate ", c.id(), " ",
-                                   v1::CandidateKind_Name(c.kind()),
-                                   " priority ", params.priority)));
+          DG_RETURN_IF_ERROR(AuditTx(
+              tx, now, c.submitter(), "submit", id,
+              absl::StrCat("candidate ", c.id(), " ",
+                           v1::CandidateKind_Name(c.kind()), " priority ",
+                           priority, remeasure ? " (re-measure)" : "")));
           DG_ASSIGN_OR_RETURN(result.evaluation, LoadEvaluation(tx, id, true));
           return absl::OkStatus();
         }));
