@@ -1,4 +1,5 @@
-// PostgreSQL only: what happens when the connection is lost.
+// PostgreSQL only: what happens when the connection is lost, and the
+// statistics the claim is planned from.
 //
 // Sessions are killed for real (pg_terminate_backend from a second
 // connection), between calls and in the middle of a transaction; the store
@@ -155,6 +156,36 @@ TEST_F(PostgresStoreTest, LostIdleConnectionIsUnavailableThenReconnects) {
   EXPECT_EQ(e.state(), v1::QUEUED);
   ASSERT_OK_AND_ASSIGN(SubmitResult r2, store->Submit(Params("c2")));
   EXPECT_FALSE(r2.deduplicated);
+}
+
+// A burst of submissions into a queue PostgreSQL last analyzed when it was
+// empty left the claim planned for an empty queue, sorting the whole queue
+// on every claim (measured: 120 ms a claim with 112,000 queued, 0.05 ms
+// once analyzed) until autovacuum came by. The store analyzes `jobs`
+// itself after every 1,000 submissions.
+TEST_F(PostgresStoreTest, EveryThousandSubmissionsAnalyzeTheQueue) {
+  StoreOptions options;
+  options.clock = &clock_;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store,
+                       OpenStore(db_->url(), options));
+  // Manual (not autovacuum's) ANALYZE runs of `jobs`.
+  auto analyzed = [&] {
+    absl::StatusOr<int64_t> n = db_->QueryInt(
+        "SELECT analyze_count FROM pg_stat_user_tables WHERE relname = "
+        "'jobs'");
+    EXPECT_TRUE(n.ok()) << n.status();
+    return n.ok() ? *n : -1;
+  };
+  for (int i = 0; i < 999; ++i) {
+    ASSERT_OK(store->Submit(Params(absl::StrCat("c", i))).status());
+  }
+  // A resubmission queues nothing, so it does not count.
+  ASSERT_OK_AND_ASSIGN(SubmitResult again, store->Submit(Params("c0")));
+  EXPECT_TRUE(again.deduplicated);
+  EXPECT_EQ(analyzed(), 0);
+  ASSERT_OK(store->Submit(Params("c999")).status());
+  EXPECT_EQ(analyzed(), 1);
+  EXPECT_EQ(Count("jobs"), 1000);
 }
 
 TEST_F(PostgresStoreTest, SubmitInterruptedMidwayLeavesNothingBehind) {

@@ -1,6 +1,7 @@
 #include "results/store/internal/sql_store.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -321,6 +322,13 @@ class SqlStore : public Store {
           DG_ASSIGN_OR_RETURN(result.evaluation, LoadEvaluation(tx, id, true));
           return absl::OkStatus();
         }));
+    if (pg_ && !result.deduplicated &&
+        ++submissions_ % kSubmissionsPerQueueAnalyze == 0) {
+      // Best effort: the submission stands, and a failed ANALYZE is tried
+      // again after the next batch.
+      (void)Run("AnalyzeQueue", TxMode::kSingleStatement,
+                [](SqlTx& tx) { return tx.ExecScript("ANALYZE jobs"); });
+    }
     return result;
   }
 
@@ -2160,10 +2168,21 @@ class SqlStore : public Store {
     return state;
   }
 
+  // PostgreSQL plans the claim from its statistics of `jobs`. A burst of
+  // submissions into a queue it last saw empty (a new database: `jobs`
+  // never analyzed, or analyzed before the burst) makes it plan for an
+  // empty queue, a bitmap scan of the queue and a sort on every claim (9.8
+  // ms a claim with 12,000 queued, 120 ms with 112,000; 0.05 ms once
+  // analyzed), and each connection keeps that plan until autovacuum
+  // analyzes the table, a minute or more later. So the store analyzes
+  // `jobs` itself after every this many submissions it queued.
+  static constexpr int64_t kSubmissionsPerQueueAnalyze = 1000;
+
   std::unique_ptr<SqlDriver> driver_;
   const StoreOptions options_;
   Clock* const clock_;
   const bool pg_;
+  std::atomic<int64_t> submissions_{0};  // Queued by this store object.
 };
 
 }  // namespace
