@@ -72,9 +72,19 @@ std::pair<std::vector<int>, std::vector<int>> SplitCpus() {
 struct Row {
   const ScenarioCandidate* candidate = nullptr;
   std::string id;
+  // The evaluation the live view follows: the candidate's, then the merge
+  // queue's re-measure of it, which may run on the other node.
+  std::string watched_id;
   v1::EvaluationState state = v1::QUEUED;
-  std::string node_id;
+  std::string node_id;              // Where watched_id runs.
   std::string activity = "queued";  // Stage and repetitions, or the outcome.
+  // Activities set since the live view last drew: a log (no terminal)
+  // prints each, also those replaced within the view's one-second redraw.
+  std::vector<std::string> unshown;
+  void SetActivity(std::string a) {
+    unshown.push_back(a);
+    activity = std::move(a);
+  }
   bool settled = false;             // Final, merge included.
   v1::Evaluation final;
   // The merge queue's re-measure against the moved tip, when it ran.
@@ -340,6 +350,7 @@ absl::Status Demo::SubmitAll() {
     auto row = std::make_unique<Row>();
     row->candidate = &c;
     row->id = resp.evaluation().id();
+    row->watched_id = row->id;
     rows_.push_back(std::move(row));
   }
   out_ << absl::StrFormat("submitted %d candidates (CI first, then experiments; FIFO within each)\n\n",
@@ -377,9 +388,9 @@ void Demo::FollowEvents(Row* row, const std::string& id, const std::string& pref
     if (ev.has_stage()) {
       const v1::Stage& st = ev.stage();
       if (st.status() == v1::STAGE_RUNNING) {
-        row->activity = prefix + StageName(st.kind());
+        row->SetActivity(prefix + StageName(st.kind()));
       } else if (st.status() == v1::STAGE_FAILED) {
-        row->activity = prefix + StageName(st.kind()) + " failed";
+        row->SetActivity(prefix + StageName(st.kind()) + " failed");
       }
     } else if (ev.has_progress()) {
       const v1::Progress& p = ev.progress();
@@ -390,10 +401,10 @@ void Demo::FollowEvents(Row* row, const std::string& id, const std::string& pref
       if (p.current_estimate() > 0) absl::StrAppendFormat(&text, " %.2fx", p.current_estimate());
       if (!p.metric().empty()) absl::StrAppend(&text, " ", p.metric());
       if (!p.message().empty()) absl::StrAppend(&text, ": ", p.message());
-      row->activity = text;
+      row->SetActivity(text);
     } else if (ev.event_case() == v1::EvaluationEvent::kState && prefix.empty()) {
       row->state = ev.state();
-      if (ev.state() == v1::RUNNING) row->activity = "starting";
+      if (ev.state() == v1::RUNNING) row->SetActivity("starting");
     }
   }
   reader->Finish();
@@ -422,19 +433,24 @@ void Demo::Follow(Row* row) {
       {
         std::lock_guard<std::mutex> lock(mu_);
         row->state = e->state();
-        row->node_id = e->node_id();
+        if (row->watched_id == row->id) row->node_id = e->node_id();
         if (settled) {
           row->remeasure = std::move(remeasure);
           row->final = *e;
           row->settled = true;
-          row->activity = "done";
+          row->SetActivity("done");
           return;
         }
-        if (m == v1::MERGE_QUEUED) row->activity = "accepted; merge queued";
+        if (m == v1::MERGE_QUEUED) row->SetActivity("accepted; merge queued");
       }
       const std::string& re = e->merge().remeasure_evaluation_id();
       if (m == v1::REMEASURING && !re.empty() && re != followed_remeasure) {
         followed_remeasure = re;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          row->watched_id = re;
+          row->node_id.clear();  // Until the live view finds where it runs.
+        }
         FollowEvents(row, re, "re-measure on the new tip: ");
         continue;
       }
@@ -463,11 +479,19 @@ std::string DecisionText(const v1::Evaluation& e) {
 void Demo::Show(bool final) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> lines;
-  for (const auto& r : rows_) {
-    std::string where = r->node_id.empty() ? "" : NodeName(r->node_id);
-    std::string what = r->settled ? DecisionText(r->final) : r->activity;
-    if (r->settled && r->final.merge().state() == v1::MERGED) what += ", merged";
-    lines.push_back(absl::StrFormat("  %-24s %-7s %s", r->candidate->name, where, what));
+  // Per row, the activities that another replaced before this redraw.
+  std::vector<std::vector<std::string>> replaced(rows_.size());
+  for (size_t i = 0; i < rows_.size(); ++i) {
+    Row& r = *rows_[i];
+    const std::string where = r.node_id.empty() ? "" : NodeName(r.node_id);
+    auto line = [&](const std::string& what) {
+      return absl::StrFormat("  %-24s %-7s %s", r.candidate->name, where, what);
+    };
+    for (size_t k = 0; k + 1 < r.unshown.size(); ++k) replaced[i].push_back(line(r.unshown[k]));
+    r.unshown.clear();
+    std::string what = r.settled ? DecisionText(r.final) : r.activity;
+    if (r.settled && r.final.merge().state() == v1::MERGED) what += ", merged";
+    lines.push_back(line(what));
   }
   if (tty_) {
     if (shown_lines_ > 0) out_ << "\x1b[" << shown_lines_ << "A";
@@ -475,12 +499,14 @@ void Demo::Show(bool final) {
     for (const std::string& l : lines) out_ << "\x1b[K" << l << "\n";
     shown_lines_ = static_cast<int>(lines.size()) + 1;
   } else {
-    // A log: one line per change.
+    // A log: one line per change, none skipped.
     for (size_t i = 0; i < rows_.size(); ++i) {
       std::string& last = last_printed_[rows_[i].get()];
-      if (last != lines[i]) {
-        last = lines[i];
-        out_ << Elapsed(start_) << lines[i] << "\n";
+      replaced[i].push_back(lines[i]);
+      for (const std::string& l : replaced[i]) {
+        if (last == l) continue;
+        last = l;
+        out_ << Elapsed(start_) << l << "\n";
       }
     }
   }
@@ -507,13 +533,15 @@ bool Demo::WaitAndShow() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (auto& r : rows_) {
-        if (!r->settled && r->state == v1::RUNNING) running.push_back({r.get(), r->id});
+        if (!r->settled && (r->state == v1::RUNNING || r->watched_id != r->id)) {
+          running.push_back({r.get(), r->watched_id});
+        }
       }
     }
     for (auto& [row, id] : running) {
       absl::StatusOr<v1::Evaluation> e = Get(id);
       std::lock_guard<std::mutex> lock(mu_);
-      if (e.ok()) row->node_id = e->node_id();
+      if (e.ok() && row->watched_id == id) row->node_id = e->node_id();
     }
     Show(all);
     if (!all) absl::SleepFor(absl::Seconds(1));
