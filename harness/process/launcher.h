@@ -6,8 +6,10 @@
 // every command in a sandbox:
 //   * its own process group, killed as a whole on timeout or cancellation;
 //   * rlimits on CPU time, address space and file size;
-//   * a new network namespace where the kernel lets us (root, or user
-//     namespaces), so a build cannot reach the network;
+//   * a network namespace with loopback only, where the kernel lets us
+//     (root, or user namespaces), so a build cannot reach the network; one
+//     per launcher, shared by the processes it starts, so that a build
+//     tool's server left by one command (Bazel's) serves the next;
 //   * a private, emptied temporary directory (TMPDIR, HOME);
 //   * an environment built from an allow-list: nothing that says it is being
 //     measured, no tokens, no CI variables;

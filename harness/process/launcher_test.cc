@@ -110,6 +110,31 @@ TEST_F(LauncherTest, NetworkNamespaceHasOnlyLoopback) {
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 3) << out;
 }
 
+// One namespace per launcher: a server left by one command (Bazel's) must be
+// reachable over loopback from the next.
+TEST_F(LauncherTest, CommandsOfOneLauncherShareItsNetworkNamespace) {
+  auto namespace_of_command = [&]() -> std::string {
+    auto r = launcher_->Run(Shell("readlink /proc/self/ns/net"));
+    if (!r.ok() || !r->ok()) return "failed";
+    if (!r->network_isolated) return "not isolated";
+    return Slurp(Tmp() + "/out.txt");
+  };
+  std::string first = namespace_of_command();
+  if (first == "not isolated") {
+    GTEST_SKIP() << "this kernel does not let us create a network namespace";
+  }
+  EXPECT_THAT(first, HasSubstr("net:["));
+  EXPECT_EQ(namespace_of_command(), first);
+  char own[64] = {};
+  ASSERT_GT(readlink("/proc/self/ns/net", own, sizeof(own) - 1), 0);
+  EXPECT_NE(first, std::string(own) + "\n");
+  std::unique_ptr<ProcessLauncher> other =
+      NewSandboxLauncher(SandboxOptions{.scratch_root = Tmp()});
+  auto r = other->Run(Shell("readlink /proc/self/ns/net"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_NE(Slurp(Tmp() + "/out.txt"), first);
+}
+
 TEST_F(LauncherTest, FileSizeLimitStopsRunawayOutput) {
   ProcessSpec spec = Shell(absl::StrCat("head -c 4000000 /dev/zero > ", Tmp(), "/big"));
   spec.limits.file_size_bytes = 1 << 20;
