@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_split.h"
 #include "demo/scratch_repo.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "harness/process/launcher.h"
 #include "harness/workspace/git.h"
@@ -20,6 +21,7 @@ namespace densegate::demo {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::HasSubstr;
 
 // The runfile links back into the checkout, which holds the workload.
 fs::path ScenarioInCheckout() {
@@ -54,6 +56,14 @@ TEST(ScenarioTest, EveryPatchAppliesToThisCheckoutsWorkload) {
     ASSERT_TRUE(repo.ok()) << repo.status();
     v1::Manifest manifest = LoadValid(repo->dir);
     EXPECT_EQ(manifest.gate().min_pairs(), quick ? 8 : 10);
+    // quick.json patches the serving benchmark by name and leaves the others.
+    ASSERT_EQ(manifest.benchmarks_size(), 2);
+    EXPECT_EQ(manifest.benchmarks(0).name(), "kda-decode");
+    EXPECT_THAT(manifest.benchmarks(0).command(), HasSubstr("--benchmark_repetitions=12"));
+    EXPECT_EQ(manifest.benchmarks(1).name(), "serve");
+    EXPECT_THAT(manifest.benchmarks(1).command(),
+                HasSubstr(quick ? "--num_prompts=6 " : "--num_prompts=12 "));
+    EXPECT_EQ(manifest.benchmarks(1).metrics_size(), 1);
     EXPECT_TRUE(fs::exists(repo->dir + "/kernels/kda/kda_decode.cc"));
     EXPECT_TRUE(fs::exists(repo->dir + "/runtime/serve_bench.cc"));
 
@@ -114,6 +124,33 @@ TEST(ScenarioTest, BadScenariosNameTheField) {
   EXPECT_NE(s.message().find("bisection.culprit: a 1-based index into commits (1 to 2)"),
             std::string::npos)
       << s;
+}
+
+TEST(ScenarioTest, QuickPatchOfABenchmarkNoManifestDeclaresIsAnError) {
+  const fs::path scenario_path = ScenarioInCheckout();
+  const std::string source_root = scenario_path.parent_path().parent_path();
+  absl::StatusOr<Scenario> scenario = LoadScenario(scenario_path);
+  ASSERT_TRUE(scenario.ok()) << scenario.status();
+  const std::string tmp = std::getenv("TEST_TMPDIR");
+  const fs::path workload = fs::path(tmp) / "workload";
+  fs::create_directories(workload);
+  for (const char* file : {"densegate.json", "bazelrc"}) {
+    fs::copy_file(source_root + "/examples/workload/" + file, workload / file,
+                  fs::copy_options::overwrite_existing);
+  }
+  std::ofstream(workload / "quick.json")
+      << R"({"benchmarks": [{"name": "serving", "timeout_s": 9}]})";
+
+  std::unique_ptr<harness::ProcessLauncher> launcher = harness::NewSandboxLauncher();
+  harness::Git git(launcher.get());
+  ScratchRepoOptions o;
+  o.source_root = source_root;
+  o.workload_dir = workload.string();
+  o.dir = tmp + "/repo-bad-quick";
+  o.quick = true;
+  absl::StatusOr<ScratchRepo> repo = CreateScratchRepo(o, *scenario, git);
+  EXPECT_EQ(repo.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(repo.status().message(), HasSubstr("patches benchmark \"serving\""));
 }
 
 }  // namespace

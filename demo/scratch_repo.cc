@@ -50,7 +50,27 @@ absl::StatusOr<std::string> Manifest(const ScratchRepoOptions& o) {
     return absl::InvalidArgumentError("densegate.json or quick.json in " + o.workload_dir +
                                       " is not JSON");
   }
+  // A merge patch replaces an array whole: quick.json's "benchmarks" entries
+  // instead patch the manifest's benchmark of the same name.
+  nlohmann::json benchmarks = nlohmann::json::array();
+  if (patch.is_object() && patch.contains("benchmarks")) {
+    benchmarks = patch["benchmarks"];
+    patch.erase("benchmarks");
+  }
   manifest.merge_patch(patch);
+  for (const nlohmann::json& entry : benchmarks) {
+    const std::string name = entry.is_object() ? entry.value("name", "") : "";
+    nlohmann::json* target = nullptr;
+    for (nlohmann::json& b : manifest["benchmarks"]) {
+      if (b.is_object() && b.value("name", "") == name) target = &b;
+    }
+    if (target == nullptr) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "quick.json in %s patches benchmark \"%s\", which densegate.json does not declare",
+          o.workload_dir, name));
+    }
+    target->merge_patch(entry);
+  }
   return manifest.dump(2) + "\n";
 }
 
