@@ -60,7 +60,7 @@ void AddDemoCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<DemoArgs>();
   args->options.out_dir = "densegate-demo";
   cmd->add_flag("--quick", args->options.quick,
-                "fewer repetitions (examples/workload/quick.json), same scenario and decisions");
+                "fewer pairs and a smaller serving run (examples/workload/quick.json), same scenario and decisions");
   cmd->add_option("--out", args->options.out_dir, "store, logs and report.{html,md,json}")
       ->capture_default_str();
   cmd->add_option("--source", args->options.source_root,

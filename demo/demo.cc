@@ -186,7 +186,7 @@ absl::Status Demo::Prepare() {
   repo_ = *std::move(repo);
   out_ << absl::StrFormat("target repository %s: first version %s, %d candidate branches%s\n",
                           repo_.dir, repo_.first_version_sha.substr(0, 10),
-                          repo_.candidate_sha.size(), o_.quick ? " (quick: fewer repetitions)" : "");
+                          repo_.candidate_sha.size(), o_.quick ? " (quick: fewer pairs, a smaller serving run)" : "");
   return absl::OkStatus();
 }
 

@@ -29,7 +29,8 @@ struct DemoOptions {
   // Scratch repository and node workspaces, kept between runs so that the
   // workload's Bazel caches make the second run fast.
   std::string cache_dir;
-  // Fewer repetitions (examples/workload/quick.json): same decisions.
+  // Fewer pairs and a smaller serving run (examples/workload/quick.json):
+  // same decisions.
   bool quick = false;
   // A candidate that should be accepted but whose evaluation (or re-measure
   // against the moved tip) ends inconclusive is listed as such and not

@@ -26,7 +26,8 @@ struct ScratchRepoOptions {
   std::string workload_dir;
   // Created, or emptied first when it exists.
   std::string dir;
-  // Merges workload_dir/quick.json (fewer repetitions) into the manifest.
+  // Merges workload_dir/quick.json (fewer pairs, a smaller serving run) into
+  // the manifest; its "benchmarks" entries patch the benchmark of that name.
   bool quick = false;
 };
 
