@@ -1,10 +1,14 @@
 // OpenStore's URLs, the SQLite file, the migration runner and the SQL
 // layer's conversions. No server needed.
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -110,6 +114,72 @@ TEST(SqliteStoreTest, FileIsWalAndSurvivesReopening) {
         return absl::OkStatus();
       }));
   EXPECT_EQ(mode, "wal");
+}
+
+// Writers that arrive while a transaction runs are committed with the next
+// one (group commit); each must still commit or fail alone.
+TEST(SqliteStoreTest,
+     ConcurrentWritesCommitTogetherYetEachAloneSucceedsOrFails) {
+  ASSERT_OK_AND_ASSIGN(auto db, internal::OpenSqliteDriver(TmpPath("group.db"),
+                                                           absl::Seconds(5)));
+  ASSERT_OK(
+      db->Transact("create", internal::TxMode::kWrite, [](internal::SqlTx& tx) {
+        return tx.ExecScript("CREATE TABLE t (id INTEGER PRIMARY KEY)");
+      }));
+  constexpr int kWriters = 16;
+  std::atomic<int> started{0};
+  std::vector<absl::Status> statuses(kWriters);
+  auto write = [&](int i) {
+    return db->Transact("insert", internal::TxMode::kWrite,
+                        [&](internal::SqlTx& tx) -> absl::Status {
+                          // The first holds its transaction until every other
+                          // writer is on its way, so that they queue behind it
+                          // and commit as a group.
+                          while (i == 0 && started.load() < kWriters - 1) {
+                            std::this_thread::yield();
+                          }
+                          absl::StatusOr<internal::SqlResult> r =
+                              tx.Exec("INSERT INTO t (id) VALUES ($1)",
+                                      {i % 8 == 5 ? 0 : i});
+                          if (!r.ok()) return r.status();  // A duplicate key.
+                          if (i % 8 == 3)
+                            return absl::AbortedError("changed its mind");
+                          return absl::OkStatus();
+                        });
+  };
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWriters; ++i) {
+    threads.emplace_back([&, i] {
+      if (i > 0) started.fetch_add(1);
+      statuses[i] = write(i);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+
+  std::set<int64_t> expected;
+  for (int i = 0; i < kWriters; ++i) {
+    SCOPED_TRACE(i);
+    if (i % 8 == 3) {
+      EXPECT_EQ(statuses[i].code(), absl::StatusCode::kAborted);
+    } else if (i % 8 == 5) {
+      EXPECT_EQ(statuses[i].code(), absl::StatusCode::kAlreadyExists);
+    } else {
+      EXPECT_TRUE(statuses[i].ok()) << statuses[i];
+      expected.insert(i);
+    }
+  }
+  std::set<int64_t> ids;
+  ASSERT_OK(db->Transact("read", internal::TxMode::kRead,
+                         [&](internal::SqlTx& tx) -> absl::Status {
+                           absl::StatusOr<internal::SqlResult> r =
+                               tx.Exec("SELECT id FROM t");
+                           if (!r.ok()) return r.status();
+                           for (const internal::SqlRow& row : r->rows) {
+                             ids.insert(row.Int(0));
+                           }
+                           return absl::OkStatus();
+                         }));
+  EXPECT_EQ(ids, expected);
 }
 
 TEST(SqliteStoreTest, OpeningAnOldSchemaWithoutMigratingSaysHowToMigrate) {

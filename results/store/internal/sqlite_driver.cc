@@ -89,10 +89,54 @@ class SqliteDriver : public SqlDriver {
 
   absl::Status Transact(absl::string_view op, TxMode mode,
                         absl::FunctionRef<absl::Status(SqlTx&)> fn) override {
-    absl::MutexLock lock(&mu_);
-    int rc =
-        sqlite3_exec(db_, mode == TxMode::kRead ? "BEGIN" : "BEGIN IMMEDIATE",
-                     nullptr, nullptr, nullptr);
+    if (mode == TxMode::kRead) {
+      absl::MutexLock lock(&mu_);
+      return RunAlone(op, "BEGIN", fn);
+    }
+    // Group commit: writers that arrive while a batch runs wait for it; the
+    // first of them then runs them all in one transaction, each inside its
+    // own savepoint, so that each still commits or fails on its own while
+    // the batch pays for one BEGIN, one COMMIT and one WAL append.
+    Pending me{op, fn};
+    batch_mu_.Lock();
+    pending_.push_back(&me);
+    while (!me.done && leading_) batch_cv_.Wait(&batch_mu_);
+    if (me.done) {
+      batch_mu_.Unlock();
+      return me.status;
+    }
+    leading_ = true;
+    std::vector<Pending*> batch;
+    batch.swap(pending_);
+    batch_mu_.Unlock();
+    {
+      absl::MutexLock lock(&mu_);
+      RunBatch(batch);
+    }
+    batch_mu_.Lock();
+    for (Pending* p : batch) p->done = true;
+    leading_ = false;
+    batch_cv_.SignalAll();
+    batch_mu_.Unlock();
+    return me.status;
+  }
+
+ private:
+  friend class SqliteTx;
+
+  // A write transaction waiting for its batch.
+  struct Pending {
+    absl::string_view op;
+    absl::FunctionRef<absl::Status(SqlTx&)> fn;
+    absl::Status status;
+    bool done = false;
+  };
+
+  // One transaction for `fn` alone.
+  absl::Status RunAlone(absl::string_view op, const char* begin,
+                        absl::FunctionRef<absl::Status(SqlTx&)> fn)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    int rc = sqlite3_exec(db_, begin, nullptr, nullptr, nullptr);
     if (rc != SQLITE_OK) return SqliteError(db_, rc, op, "BEGIN");
     SqliteTx tx(this, op);
     absl::Status status = fn(tx);
@@ -108,8 +152,69 @@ class SqliteDriver : public SqlDriver {
     return status;
   }
 
- private:
-  friend class SqliteTx;
+  // Runs every transaction of `batch` and sets its status. Statement errors
+  // roll back to the transaction's savepoint; an error that ends the whole
+  // transaction (SQLite rolls back on some, e.g. a full disk) fails the
+  // batch's earlier members too, and the rest run in a new transaction.
+  void RunBatch(const std::vector<Pending*>& batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (batch.size() == 1) {
+      batch[0]->status =
+          RunAlone(batch[0]->op, "BEGIN IMMEDIATE", batch[0]->fn);
+      return;
+    }
+    auto exec = [&](const char* sql) {
+      return sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
+    };
+    std::vector<Pending*> applied;  // In the open transaction, to commit.
+    bool open = false;
+    for (Pending* p : batch) {
+      if (!open) {
+        if (int rc = exec("BEGIN IMMEDIATE"); rc != SQLITE_OK) {
+          p->status = SqliteError(db_, rc, p->op, "BEGIN");
+          continue;
+        }
+        open = true;
+      }
+      if (int rc = exec("SAVEPOINT batched"); rc != SQLITE_OK) {
+        p->status = SqliteError(db_, rc, p->op, "SAVEPOINT");
+        continue;
+      }
+      SqliteTx tx(this, p->op);
+      p->status = p->fn(tx);
+      if (sqlite3_get_autocommit(db_)) {  // SQLite rolled it all back.
+        if (p->status.ok()) {
+          p->status = absl::InternalError(
+              absl::StrCat(p->op, ": the transaction ended by itself"));
+        }
+        for (Pending* a : applied) {
+          a->status = absl::UnavailableError(
+              absl::StrCat(a->op, ": rolled back with its group commit: ",
+                           p->status.message(), "; retry"));
+        }
+        applied.clear();
+        open = false;
+        continue;
+      }
+      if (p->status.ok()) {
+        exec("RELEASE batched");
+        applied.push_back(p);
+      } else {
+        exec("ROLLBACK TO batched");
+        exec("RELEASE batched");
+      }
+    }
+    if (!open) return;
+    for (Pending* a : applied) {
+      if (hooks_.before_commit) hooks_.before_commit(a->op);
+    }
+    if (int rc = exec("COMMIT"); rc != SQLITE_OK) {
+      for (Pending* a : applied) {
+        a->status = SqliteError(db_, rc, a->op, "COMMIT");
+      }
+      if (!sqlite3_get_autocommit(db_)) exec("ROLLBACK");
+    }
+  }
 
   absl::StatusOr<Prepared*> Prepare(absl::string_view sql, absl::string_view op)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -237,6 +342,12 @@ class SqliteDriver : public SqlDriver {
     }
     return absl::OkStatus();
   }
+
+  // Guards the group-commit queue; taken before mu_, never while holding it.
+  absl::Mutex batch_mu_;
+  absl::CondVar batch_cv_;
+  std::vector<Pending*> pending_ ABSL_GUARDED_BY(batch_mu_);
+  bool leading_ ABSL_GUARDED_BY(batch_mu_) = false;
 
   absl::Mutex mu_;
   sqlite3* const db_;

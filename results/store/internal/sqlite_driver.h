@@ -1,6 +1,9 @@
 // SqlDriver over one SQLite connection (WAL, busy timeout, foreign keys on).
-// Calls are serialized by a mutex; several drivers (threads, processes) may
-// open the same file, and SQLite's file lock serializes their writes.
+// Calls are serialized by a mutex, and write transactions that arrive while
+// another runs are committed together (group commit: each in a savepoint of
+// one transaction, so each still succeeds or fails alone). Several drivers
+// (threads, processes) may open the same file, and SQLite's file lock
+// serializes their writes.
 #ifndef DENSEGATE_RESULTS_STORE_INTERNAL_SQLITE_DRIVER_H_
 #define DENSEGATE_RESULTS_STORE_INTERNAL_SQLITE_DRIVER_H_
 
