@@ -154,7 +154,10 @@ class Scheduler::ClientService final : public v1::Densegate::Service {
     if (req->id().empty()) return Invalid("id is required");
     int64_t sent = req->after_sequence();
     v1::EvaluationState last_state = v1::EVALUATION_STATE_UNSPECIFIED;
-    std::string last_progress;
+    // The progress log relayed from, and how many of its reports were sent.
+    // A watcher that joins a running evaluation starts at its latest report.
+    bool looked = false;
+    int64_t progress_log = 0, progress_sent = 0;
     while (!ctx->IsCancelled()) {
       absl::StatusOr<v1::Evaluation> e = s_->store_->GetEvaluation(req->id());
       if (!e.ok()) return ToGrpc(e.status());
@@ -189,15 +192,28 @@ class Scheduler::ClientService final : public v1::Densegate::Service {
         }
         return Status::OK;
       }
+      std::vector<v1::Progress> reports;  // Written after the lock is released.
       {
         absl::MutexLock l(&s_->mu_);
         auto it = s_->progress_.find(req->id());
-        if (it != s_->progress_.end() && it->second.SerializeAsString() != last_progress) {
-          last_progress = it->second.SerializeAsString();
-          v1::EvaluationEvent ev = event(sent);
-          *ev.mutable_progress() = it->second;
-          if (!writer->Write(ev)) return Status::OK;
+        if (it != s_->progress_.end()) {
+          const ProgressLog& log = it->second;
+          if (log.generation != progress_log) {
+            progress_log = log.generation;
+            progress_sent = looked ? 0 : log.recorded - 1;
+          }
+          const int64_t first_kept = log.recorded - static_cast<int64_t>(log.recent.size());
+          for (int64_t i = std::max(progress_sent, first_kept); i < log.recorded; ++i) {
+            reports.push_back(log.recent[i - first_kept]);
+          }
+          progress_sent = log.recorded;
         }
+        looked = true;
+      }
+      for (v1::Progress& p : reports) {
+        v1::EvaluationEvent ev = event(sent);
+        *ev.mutable_progress() = std::move(p);
+        if (!writer->Write(ev)) return Status::OK;
       }
       if (!s_->WaitForChange(absl::Now() + absl::Seconds(1))) {
         return Status(StatusCode::UNAVAILABLE, "the scheduler is shutting down");
@@ -779,13 +795,22 @@ std::string Scheduler::RenderMetrics() {
 
 void Scheduler::ForgetLease(const std::string& lease_id) {
   absl::MutexLock l(&mu_);
-  granted_leases_.erase(lease_id);
+  auto it = granted_leases_.find(lease_id);
+  if (it == granted_leases_.end()) return;
+  progress_.erase(it->second.evaluation_id);
+  granted_leases_.erase(it);
 }
 
 void Scheduler::RecordProgress(const std::string& lease_id, const v1::Progress& progress) {
   absl::MutexLock l(&mu_);
   auto it = granted_leases_.find(lease_id);
-  if (it != granted_leases_.end()) progress_[it->second.evaluation_id] = progress;
+  if (it == granted_leases_.end()) return;
+  auto [entry, created] = progress_.try_emplace(it->second.evaluation_id);
+  ProgressLog& log = entry->second;
+  if (created) log.generation = ++progress_logs_;
+  log.recent.push_back(progress);
+  if (log.recent.size() > kProgressKept) log.recent.pop_front();
+  ++log.recorded;
   ++version_;
 }
 

@@ -23,6 +23,7 @@
 #define DENSEGATE_SCHEDULER_SCHEDULER_H_
 
 #include <atomic>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -149,8 +150,17 @@ class Scheduler {
   absl::Mutex mu_;
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
-  // Latest progress per evaluation id.
-  std::map<std::string, v1::Progress> progress_ ABSL_GUARDED_BY(mu_);
+  // Recent progress reports per evaluation id, while its lease runs. A
+  // watcher relays each report once, also several that arrive between two
+  // of its wake-ups (keeping only the latest lost the ones in between).
+  struct ProgressLog {
+    int64_t generation = 0;           // Tells a new lease's log from the last.
+    int64_t recorded = 0;             // Reports ever recorded in this log.
+    std::deque<v1::Progress> recent;  // The last kProgressKept of them.
+  };
+  static constexpr size_t kProgressKept = 64;
+  std::map<std::string, ProgressLog> progress_ ABSL_GUARDED_BY(mu_);
+  int64_t progress_logs_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, absl::Time> last_recalibration_ ABSL_GUARDED_BY(mu_);
   // When each node last finished (or, unseen, was first asked about) a
   // calibration.

@@ -624,7 +624,7 @@ TEST_P(SchedulerOnEachStore, BisectFindsTheCommitThatSlowedTheMetric) {
 
 // FinishLease with claim_next hands the node its next job in the reply; a
 // refused finish claims nothing, and with nothing queued the reply is empty.
-TEST_P(SchedulerOnEachStore, AFinishCanClaimTheNodesNextJob) {
+TEST_P(SchedulerOnEachStore, AFinishCanClaimTheNodesNextJobWhoseProgressReachesWatchers) {
   Branch("comment", "echo '// a comment' >> checksum.h");
   StartServer();
   auto nodes =
@@ -680,6 +680,54 @@ TEST_P(SchedulerOnEachStore, AFinishCanClaimTheNodesNextJob) {
   const v1::Evaluation running = Get(queued.evaluation().id());
   EXPECT_EQ(running.state(), v1::RUNNING);
   EXPECT_EQ(running.node_id(), holder);
+
+  // Each progress report reaches a watcher once and in order, also several
+  // sent between two of its wake-ups.
+  {
+    grpc::ClientContext watching;
+    watching.AddMetadata("authorization", "Bearer viewer-token-1");
+    watching.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::WatchEvaluationRequest watch;
+    watch.set_id(next.evaluation().id());
+    auto reader = stub_->WatchEvaluation(&watching, watch);
+    auto report = [&](const std::string& message) {
+      v1::HeartbeatRequest beat;
+      beat.set_node_id(holder);
+      beat.set_lease_id(next.id());
+      beat.mutable_progress()->set_message(message);
+      v1::HeartbeatResponse resp;
+      return call([&](grpc::ClientContext* c) { return nodes->Heartbeat(c, beat, &resp); }).ok();
+    };
+    auto relayed = [&]() -> std::string {
+      v1::EvaluationEvent ev;
+      while (reader->Read(&ev)) {
+        if (ev.event_case() == v1::EvaluationEvent::kProgress) return ev.progress().message();
+      }
+      return "(the stream ended)";
+    };
+    ASSERT_TRUE(report("building"));
+    EXPECT_EQ(relayed(), "building");
+    {
+      // One report stream: the scheduler records the five microseconds
+      // apart, faster than a watcher wakes.
+      grpc::ClientContext streaming;
+      streaming.AddMetadata("authorization", "Bearer node-token-001");
+      v1::ReportStreamResponse accepted;
+      auto stream = nodes->ReportStream(&streaming, &accepted);
+      for (int i = 1; i <= 5; ++i) {
+        v1::NodeReport r;
+        r.set_node_id(holder);
+        r.set_lease_id(next.id());
+        r.mutable_progress()->set_message(absl::StrCat("pair ", i));
+        ASSERT_TRUE(stream->Write(r));
+      }
+      stream->WritesDone();
+      ASSERT_TRUE(stream->Finish().ok());
+    }
+    for (int i = 1; i <= 5; ++i) EXPECT_EQ(relayed(), absl::StrCat("pair ", i));
+    watching.TryCancel();
+    reader->Finish();
+  }
 
   v1::FinishLeaseRequest verdict;
   verdict.set_node_id(holder);
