@@ -127,6 +127,7 @@ TEST(SqliteStoreTest,
         return tx.ExecScript("CREATE TABLE t (id INTEGER PRIMARY KEY)");
       }));
   constexpr int kWriters = 16;
+  std::atomic<bool> first_inside{false};
   std::atomic<int> started{0};
   std::vector<absl::Status> statuses(kWriters);
   auto write = [&](int i) {
@@ -134,7 +135,9 @@ TEST(SqliteStoreTest,
                         [&](internal::SqlTx& tx) -> absl::Status {
                           // The first holds its transaction until every other
                           // writer is on its way, so that they queue behind it
-                          // and commit as a group.
+                          // and commit as a group. It inserts id 0 before any
+                          // other writer runs, so the duplicates are theirs.
+                          if (i == 0) first_inside.store(true);
                           while (i == 0 && started.load() < kWriters - 1) {
                             std::this_thread::yield();
                           }
@@ -150,7 +153,10 @@ TEST(SqliteStoreTest,
   std::vector<std::thread> threads;
   for (int i = 0; i < kWriters; ++i) {
     threads.emplace_back([&, i] {
-      if (i > 0) started.fetch_add(1);
+      if (i > 0) {
+        while (!first_inside.load()) std::this_thread::yield();
+        started.fetch_add(1);
+      }
       statuses[i] = write(i);
     });
   }
