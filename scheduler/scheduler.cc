@@ -307,7 +307,6 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
       *resp->mutable_lease_expires_at() =
           google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(r->expires_at));
     }
-    if (req->has_progress()) s_->RecordProgress(req->lease_id(), req->progress());
     return Status::OK;
   }
 

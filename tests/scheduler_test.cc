@@ -2,12 +2,12 @@
 // over each store (SQLite, and PostgreSQL with DENSEGATE_PG_URL), `densegate
 // node` workers, and clients speaking gRPC with per-role tokens. Candidates
 // are commits of the tiny fixture workload.
-#include <signal.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
+#include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -168,6 +169,23 @@ class SchedulerTest : public ::testing::Test {
     return Get(id);
   }
 
+  // The progress reports a watcher of `id` receives until it ends.
+  std::vector<v1::Progress> WatchProgress(const std::string& id) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer viewer-token-1");
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
+    v1::WatchEvaluationRequest req;
+    req.set_id(id);
+    auto reader = stub_->WatchEvaluation(&ctx, req);
+    std::vector<v1::Progress> progress;
+    v1::EvaluationEvent ev;
+    while (reader->Read(&ev)) {
+      if (ev.has_progress()) progress.push_back(ev.progress());
+    }
+    reader->Finish();
+    return progress;
+  }
+
   v1::Evaluation Get(const std::string& id) {
     grpc::ClientContext ctx;
     ctx.AddMetadata("authorization", "Bearer viewer-token-1");
@@ -283,6 +301,18 @@ TEST_P(SchedulerOnEachStore, SubmissionsAcrossTwoNodesReachTheRightVerdicts) {
   ASSERT_TRUE(Submit("ci-token-0001", "comment", v1::CI, &again).ok());
   EXPECT_TRUE(again.deduplicated());
   EXPECT_EQ(again.evaluation().id(), ids[1]);
+  // Watched from its start, the accepted experiment shows each progress
+  // report its node sent once: none empty, none repeated (heartbeats used
+  // to send the latest report again every second).
+  const std::vector<v1::Progress> progress = WatchProgress(ids[0]);
+  EXPECT_GE(progress.size(), 3u);
+  for (size_t i = 0; i < progress.size(); ++i) {
+    SCOPED_TRACE(progress[i].ShortDebugString());
+    EXPECT_NE(progress[i].stage(), v1::STAGE_KIND_UNSPECIFIED);
+    if (i > 0) {
+      EXPECT_NE(progress[i].SerializeAsString(), progress[i - 1].SerializeAsString());
+    }
+  }
   std::set<std::string> nodes;
   for (size_t i = 0; i < cases.size(); ++i) {
     v1::Evaluation e = WaitDone(ids[i]);
@@ -690,13 +720,21 @@ TEST_P(SchedulerOnEachStore, AFinishCanClaimTheNodesNextJobWhoseProgressReachesW
     v1::WatchEvaluationRequest watch;
     watch.set_id(next.evaluation().id());
     auto reader = stub_->WatchEvaluation(&watching, watch);
-    auto report = [&](const std::string& message) {
-      v1::HeartbeatRequest beat;
-      beat.set_node_id(holder);
-      beat.set_lease_id(next.id());
-      beat.mutable_progress()->set_message(message);
-      v1::HeartbeatResponse resp;
-      return call([&](grpc::ClientContext* c) { return nodes->Heartbeat(c, beat, &resp); }).ok();
+    // Sends the messages as progress reports on one report stream.
+    auto report = [&](const std::vector<std::string>& messages) {
+      grpc::ClientContext streaming;
+      streaming.AddMetadata("authorization", "Bearer node-token-001");
+      v1::ReportStreamResponse accepted;
+      auto stream = nodes->ReportStream(&streaming, &accepted);
+      for (const std::string& message : messages) {
+        v1::NodeReport r;
+        r.set_node_id(holder);
+        r.set_lease_id(next.id());
+        r.mutable_progress()->set_message(message);
+        if (!stream->Write(r)) return false;
+      }
+      stream->WritesDone();
+      return stream->Finish().ok();
     };
     auto relayed = [&]() -> std::string {
       v1::EvaluationEvent ev;
@@ -705,25 +743,11 @@ TEST_P(SchedulerOnEachStore, AFinishCanClaimTheNodesNextJobWhoseProgressReachesW
       }
       return "(the stream ended)";
     };
-    ASSERT_TRUE(report("building"));
+    ASSERT_TRUE(report({"building"}));
     EXPECT_EQ(relayed(), "building");
-    {
-      // One report stream: the scheduler records the five microseconds
-      // apart, faster than a watcher wakes.
-      grpc::ClientContext streaming;
-      streaming.AddMetadata("authorization", "Bearer node-token-001");
-      v1::ReportStreamResponse accepted;
-      auto stream = nodes->ReportStream(&streaming, &accepted);
-      for (int i = 1; i <= 5; ++i) {
-        v1::NodeReport r;
-        r.set_node_id(holder);
-        r.set_lease_id(next.id());
-        r.mutable_progress()->set_message(absl::StrCat("pair ", i));
-        ASSERT_TRUE(stream->Write(r));
-      }
-      stream->WritesDone();
-      ASSERT_TRUE(stream->Finish().ok());
-    }
+    // The scheduler records these five microseconds apart, faster than a
+    // watcher wakes.
+    ASSERT_TRUE(report({"pair 1", "pair 2", "pair 3", "pair 4", "pair 5"}));
     for (int i = 1; i <= 5; ++i) EXPECT_EQ(relayed(), absl::StrCat("pair ", i));
     watching.TryCancel();
     reader->Finish();

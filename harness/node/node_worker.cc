@@ -64,20 +64,12 @@ class StreamingListener : public EvalListener {
     Write(r);
   }
   void OnProgress(const v1::Progress& progress) override {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      latest_ = progress;
-    }
     v1::NodeReport r = Report();
     *r.mutable_progress() = progress;
     Write(r);
   }
   bool Cancelled() override { return cancel_->load(); }
 
-  v1::Progress Latest() {
-    std::lock_guard<std::mutex> l(mu_);
-    return latest_;
-  }
   void WriteSample(const v1::Sample& s) {
     v1::NodeReport r = Report();
     *r.mutable_sample() = s;
@@ -100,8 +92,7 @@ class StreamingListener : public EvalListener {
   grpc::ClientWriter<v1::NodeReport>* writer_;
   std::string node_id_, lease_id_;
   std::atomic<bool>* cancel_;
-  std::mutex mu_, write_mu_;
-  v1::Progress latest_;
+  std::mutex write_mu_;
 };
 
 }  // namespace
@@ -253,7 +244,6 @@ absl::StatusOr<std::optional<v1::Lease>> NodeWorker::RunLease(const v1::Lease& l
         v1::HeartbeatRequest hb;
         hb.set_node_id(node_id_);
         hb.set_lease_id(lease.id());
-        *hb.mutable_progress() = listener.Latest();
         v1::HeartbeatResponse r;
         grpc::ClientContext ctx;
         Attach(&ctx);
