@@ -1,5 +1,7 @@
 #include "results/store/clock.h"
 
+#include "absl/time/clock.h"
+
 namespace densegate::results {
 namespace {
 

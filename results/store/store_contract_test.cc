@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -16,7 +17,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -847,7 +847,7 @@ TEST_P(StoreContractTest, ConcurrentClaimsFromEightThreadsTakeEachJobOnce) {
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> s, Open());
     stores.push_back(std::move(s));
   }
-  absl::Mutex mu;
+  std::mutex mu;
   std::vector<std::string> claimed;
   std::atomic<int> errors{0};
   std::vector<std::thread> threads;
@@ -874,7 +874,7 @@ TEST_P(StoreContractTest, ConcurrentClaimsFromEightThreadsTakeEachJobOnce) {
             ++errors;
             ADD_FAILURE() << fin;
           }
-          absl::MutexLock lock(&mu);
+          std::lock_guard<std::mutex> lock(mu);
           claimed.push_back(l.evaluation().id());
         }
       }
@@ -895,7 +895,7 @@ TEST_P(StoreContractTest, ConcurrentClaimsFromEightThreadsTakeEachJobOnce) {
 TEST_P(StoreContractTest, ConcurrentClaimsThroughOneSharedStore) {
   constexpr int kJobs = 120;
   for (int i = 0; i < kJobs; ++i) SubmitOk(MakeCandidate(absl::StrCat("j", i)));
-  absl::Mutex mu;
+  std::mutex mu;
   std::multiset<std::string> claimed;
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
@@ -911,7 +911,7 @@ TEST_P(StoreContractTest, ConcurrentClaimsThroughOneSharedStore) {
           return;
         }
         if (got->empty()) return;
-        absl::MutexLock lock(&mu);
+        std::lock_guard<std::mutex> lock(mu);
         for (const v1::Lease& l : *got) claimed.insert(l.evaluation().id());
       }
     });

@@ -1,19 +1,18 @@
 #include "results/store/internal/pg_driver.h"
 
 #include <exception>
+#include <mutex>
 #include <pqxx/pqxx>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "absl/synchronization/mutex.h"
 
 namespace densegate::results::internal {
 namespace {
@@ -243,7 +242,7 @@ class PgDriver : public SqlDriver {
                         absl::FunctionRef<absl::Status(SqlTx&)> fn) override {
     std::unique_ptr<PgConn> conn;
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       if (!idle_.empty()) {
         conn = std::move(idle_.back());
         idle_.pop_back();
@@ -298,7 +297,7 @@ class PgDriver : public SqlDriver {
         status = LostConnection(op, "connection closed");
       }
     }
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (broken) {
       // After a server restart every pooled connection is dead too.
       idle_.clear();
@@ -309,7 +308,7 @@ class PgDriver : public SqlDriver {
   }
 
   void AddIdle(std::unique_ptr<PgConn> conn) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     idle_.push_back(std::move(conn));
   }
 
@@ -317,8 +316,9 @@ class PgDriver : public SqlDriver {
   const std::string url_;
   const int max_idle_;
   const DriverHooks hooks_;
-  absl::Mutex mu_;
-  std::vector<std::unique_ptr<PgConn>> idle_ ABSL_GUARDED_BY(mu_);
+  // Guards idle_. std::mutex so that ThreadSanitizer sees it.
+  std::mutex mu_;
+  std::vector<std::unique_ptr<PgConn>> idle_;
 };
 
 }  // namespace

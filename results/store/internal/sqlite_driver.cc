@@ -2,15 +2,15 @@
 
 #include <sqlite3.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 
 namespace densegate::results::internal {
 namespace {
@@ -90,7 +90,7 @@ class SqliteDriver : public SqlDriver {
   absl::Status Transact(absl::string_view op, TxMode mode,
                         absl::FunctionRef<absl::Status(SqlTx&)> fn) override {
     if (mode == TxMode::kRead) {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       return RunAlone(op, "BEGIN", fn);
     }
     // Group commit: writers that arrive while a batch runs wait for it; the
@@ -98,26 +98,22 @@ class SqliteDriver : public SqlDriver {
     // own savepoint, so that each still commits or fails on its own while
     // the batch pays for one BEGIN, one COMMIT and one WAL append.
     Pending me{op, fn};
-    batch_mu_.Lock();
+    std::unique_lock<std::mutex> queue(batch_mu_);
     pending_.push_back(&me);
-    while (!me.done && leading_) batch_cv_.Wait(&batch_mu_);
-    if (me.done) {
-      batch_mu_.Unlock();
-      return me.status;
-    }
+    batch_cv_.wait(queue, [&] { return me.done || !leading_; });
+    if (me.done) return me.status;
     leading_ = true;
     std::vector<Pending*> batch;
     batch.swap(pending_);
-    batch_mu_.Unlock();
+    queue.unlock();
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       RunBatch(batch);
     }
-    batch_mu_.Lock();
+    queue.lock();
     for (Pending* p : batch) p->done = true;
     leading_ = false;
-    batch_cv_.SignalAll();
-    batch_mu_.Unlock();
+    batch_cv_.notify_all();
     return me.status;
   }
 
@@ -134,8 +130,7 @@ class SqliteDriver : public SqlDriver {
 
   // One transaction for `fn` alone.
   absl::Status RunAlone(absl::string_view op, const char* begin,
-                        absl::FunctionRef<absl::Status(SqlTx&)> fn)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                        absl::FunctionRef<absl::Status(SqlTx&)> fn) {
     int rc = sqlite3_exec(db_, begin, nullptr, nullptr, nullptr);
     if (rc != SQLITE_OK) return SqliteError(db_, rc, op, "BEGIN");
     SqliteTx tx(this, op);
@@ -156,8 +151,7 @@ class SqliteDriver : public SqlDriver {
   // roll back to the transaction's savepoint; an error that ends the whole
   // transaction (SQLite rolls back on some, e.g. a full disk) fails the
   // batch's earlier members too, and the rest run in a new transaction.
-  void RunBatch(const std::vector<Pending*>& batch)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void RunBatch(const std::vector<Pending*>& batch) {
     if (batch.size() == 1) {
       batch[0]->status =
           RunAlone(batch[0]->op, "BEGIN IMMEDIATE", batch[0]->fn);
@@ -216,8 +210,8 @@ class SqliteDriver : public SqlDriver {
     }
   }
 
-  absl::StatusOr<Prepared*> Prepare(absl::string_view sql, absl::string_view op)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  absl::StatusOr<Prepared*> Prepare(absl::string_view sql,
+                                    absl::string_view op) {
     auto it = cache_.find(sql);
     if (it != cache_.end()) return &it->second;
     Prepared p;
@@ -245,8 +239,7 @@ class SqliteDriver : public SqlDriver {
 
   absl::StatusOr<SqlResult> Exec(absl::string_view op, int index,
                                  absl::string_view sql,
-                                 absl::Span<const SqlValue> params)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                                 absl::Span<const SqlValue> params) {
     if (hooks_.before_statement) hooks_.before_statement(op, index);
     absl::StatusOr<Prepared*> prepared = Prepare(sql, op);
     if (!prepared.ok()) return prepared.status();
@@ -330,8 +323,7 @@ class SqliteDriver : public SqlDriver {
     return result;
   }
 
-  absl::Status Script(absl::string_view op, absl::string_view sql)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  absl::Status Script(absl::string_view op, absl::string_view sql) {
     std::string copy(sql);
     char* err = nullptr;
     int rc = sqlite3_exec(db_, copy.c_str(), nullptr, nullptr, &err);
@@ -343,26 +335,28 @@ class SqliteDriver : public SqlDriver {
     return absl::OkStatus();
   }
 
-  // Guards the group-commit queue; taken before mu_, never while holding it.
-  absl::Mutex batch_mu_;
-  absl::CondVar batch_cv_;
-  std::vector<Pending*> pending_ ABSL_GUARDED_BY(batch_mu_);
-  bool leading_ ABSL_GUARDED_BY(batch_mu_) = false;
+  // Guards the group-commit queue (pending_, leading_); taken before mu_,
+  // never while holding it.
+  std::mutex batch_mu_;
+  std::condition_variable batch_cv_;
+  std::vector<Pending*> pending_;
+  bool leading_ = false;
 
-  absl::Mutex mu_;
+  // Guards the connection and cache_; RunAlone, RunBatch, Prepare, Exec and
+  // Script run with it held. std::mutex rather than absl::Mutex so that
+  // ThreadSanitizer sees it (Debian's Abseil is not instrumented).
+  std::mutex mu_;
   sqlite3* const db_;
   const DriverHooks hooks_;
-  absl::flat_hash_map<std::string, Prepared> cache_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Prepared> cache_;
 };
 
 absl::StatusOr<SqlResult> SqliteTx::Exec(absl::string_view sql,
                                          absl::Span<const SqlValue> params) {
-  driver_->mu_.AssertHeld();
   return driver_->Exec(op_, index_++, sql, params);
 }
 
 absl::Status SqliteTx::ExecScript(absl::string_view sql) {
-  driver_->mu_.AssertHeld();
   ++index_;
   return driver_->Script(op_, sql);
 }

@@ -2,17 +2,16 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <pqxx/pqxx>
 #include <string>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/random/random.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "results/store/internal/pg_driver.h"
 #include "results/store/internal/schema.h"
@@ -118,9 +117,9 @@ std::string TemplateName() {
 }
 
 absl::StatusOr<std::string> EnsureTemplate(const std::string& base_url) {
-  static absl::Mutex mu(absl::kConstInit);
-  static std::string* ready ABSL_GUARDED_BY(mu) = nullptr;
-  absl::MutexLock lock(&mu);
+  static std::mutex mu;
+  static std::string* ready = nullptr;  // Guarded by mu.
+  std::lock_guard<std::mutex> lock(mu);
   const std::string name = TemplateName();
   if (ready != nullptr && *ready == base_url) return name;
   try {
