@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
+#include "absl/types/span.h"
 #include "google/protobuf/util/time_util.h"
 #include "harness/feedback.h"
 #include "harness/identity/benchmark_inputs.h"
@@ -27,6 +28,7 @@
 #include "harness/workspace/workspace.h"
 #include "proto/manifest.h"
 #include "results/gate/gate.h"
+#include "results/stats/paired.h"
 #include "results/verdict/verdict.h"
 
 namespace densegate::harness {
@@ -42,6 +44,19 @@ double UpperMedian(std::vector<double> v) {
   if (v.empty()) return 0;
   std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
   return v[v.size() / 2];
+}
+
+// The live speedup of `m` after its first `pairs` pairs: the verdict's
+// estimator (Hodges-Lehmann of the per-pair log-ratios) over those pairs, so
+// that the progress line converges to the figure the verdict will show; 0
+// when they cannot be paired yet.
+double RunningSpeedup(const MetricSamples& m, int pairs) {
+  const size_t n = std::min({static_cast<size_t>(pairs), m.baseline.size(), m.candidate.size()});
+  absl::StatusOr<std::vector<double>> r = results::PairedLogRatios(
+      absl::MakeConstSpan(m.baseline).first(n), absl::MakeConstSpan(m.candidate).first(n),
+      m.direction == v1::LOWER_IS_BETTER ? results::Better::kLower : results::Better::kHigher);
+  if (!r.ok()) return 0;
+  return std::exp(results::HodgesLehmann(*r));
 }
 
 std::string LastLines(const std::string& text, int lines) {
@@ -801,12 +816,8 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
         p.set_stage(v1::MICROBENCHMARK);
         p.set_repetition(pairs + 1);
         p.set_repetitions_planned(target);
-        const MetricSamples& first = *shown;
-        double ratio = first.direction == v1::LOWER_IS_BETTER
-                           ? first.baseline.back() / first.candidate.back()
-                           : first.candidate.back() / first.baseline.back();
-        p.set_metric(first.name);
-        p.set_current_estimate(ratio);
+        p.set_metric(shown->name);
+        p.set_current_estimate(RunningSpeedup(*shown, pairs + 1));
         listener_->OnProgress(p);
       }
     }

@@ -5,10 +5,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -36,9 +39,9 @@ class Recorder : public EvalListener {
   void OnStage(const v1::Stage& s) override {
     if (s.status() != v1::STAGE_RUNNING) finished.push_back(s);
   }
-  void OnProgress(const v1::Progress& p) override { ++progress; }
+  void OnProgress(const v1::Progress& p) override { progress.push_back(p); }
   std::vector<v1::Stage> finished;
-  int progress = 0;
+  std::vector<v1::Progress> progress;
 
   const v1::Stage* Find(v1::StageKind kind) const {
     for (const auto& s : finished) {
@@ -154,7 +157,14 @@ TEST_F(EvalTest, RealSpeedupIsAcceptedWithClaimVerified) {
     ASSERT_NE(recorder_.Find(k), nullptr) << v1::StageKind_Name(k);
     EXPECT_EQ(recorder_.Find(k)->status(), v1::STAGE_PASSED) << v1::StageKind_Name(k);
   }
-  EXPECT_GT(recorder_.progress, 0);
+  // The last pair's progress line shows the verdict's speedup.
+  const v1::Progress* last_pair = nullptr;
+  for (const v1::Progress& p : recorder_.progress) {
+    if (p.current_estimate() > 0) last_pair = &p;
+  }
+  ASSERT_NE(last_pair, nullptr);
+  EXPECT_EQ(last_pair->repetition(), v.metrics(0).n_pairs());
+  EXPECT_NEAR(last_pair->current_estimate(), v.metrics(0).speedup(), 1e-9);
   // The feedback bundle names the metric that moved.
   std::ifstream feedback(Tmp() + "/out-" + name_ + "/feedback.json");
   std::stringstream text;
@@ -372,6 +382,7 @@ TEST_F(EvalTest, ARemeasureOfTheSameProgramsTakesTheEarlierSamples) {
   prior_.set_evaluation_id("ev-first");
   *prior_.mutable_benchmark_inputs() = provenance.benchmark_inputs();
   for (const v1::Sample& s : first.samples) *prior_.add_samples() = s;
+  recorder_.progress.clear();
   EvalOutcome taken = Eval(v1::GAIN);
   EXPECT_EQ(taken.verdict.decision(), v1::ACCEPT) << Reasons(taken.verdict);
   ASSERT_EQ(taken.verdict.metrics_size(), 2);
@@ -382,6 +393,36 @@ TEST_F(EvalTest, ARemeasureOfTheSameProgramsTakesTheEarlierSamples) {
   EXPECT_EQ(values_of(taken, "checksum.time"), values_of(first, "checksum.time"));
   EXPECT_EQ(values_of(taken, "checksum.time_again"), values_of(first, "checksum.time_again"));
   const int n = first.verdict.metrics(0).n_pairs();
+  // Pair k's progress line shows the speedup over the first k taken pairs
+  // (Hodges-Lehmann of the log-ratios, as the verdict); it used to show the
+  // last taken pair's ratio on every line. (The lines stop at the gate's
+  // first look, which already sees every taken pair.)
+  std::vector<v1::Progress> per_pair;
+  for (const v1::Progress& p : recorder_.progress) {
+    if (p.stage() == v1::MICROBENCHMARK && p.current_estimate() > 0) per_pair.push_back(p);
+  }
+  ASSERT_GE(per_pair.size(), 2u);
+  ASSERT_LE(per_pair.size(), static_cast<size_t>(n));
+  const std::string shown = per_pair.front().metric();
+  std::vector<double> baseline(n), candidate(n);
+  for (const v1::Sample& s : first.samples) {
+    if (s.metric() != shown) continue;
+    (s.arm() == v1::CANDIDATE ? candidate : baseline).at(s.pair_index()) = s.value();
+  }
+  for (int k = 1; k <= static_cast<int>(per_pair.size()); ++k) {
+    std::vector<double> walsh;
+    for (int i = 0; i < k; ++i) {
+      for (int j = i; j < k; ++j) {
+        walsh.push_back(
+            (std::log(baseline[i] / candidate[i]) + std::log(baseline[j] / candidate[j])) / 2);
+      }
+    }
+    std::sort(walsh.begin(), walsh.end());
+    const size_t m = walsh.size();
+    const double center = m % 2 == 1 ? walsh[m / 2] : (walsh[m / 2 - 1] + walsh[m / 2]) / 2;
+    EXPECT_EQ(per_pair[k - 1].repetition(), k);
+    EXPECT_NEAR(per_pair[k - 1].current_estimate(), std::exp(center), 1e-9) << "pair " << k;
+  }
   EXPECT_THAT(BenchmarkStage(taken.verdict)->summary(),
               HasSubstr(absl::StrFormat("%d pairs of micro, %d pairs of micro-again taken from "
                                         "evaluation ev-first",
