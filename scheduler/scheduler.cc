@@ -371,12 +371,14 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
         verdict.mutable_provenance()->clear_sample_ids();
         std::vector<int64_t> ids;
         bool known = false;
+        bool merge_queue = false;
         {
           absl::MutexLock l(&s_->mu_);
           auto it = s_->granted_leases_.find(lease.lease_id);
           if (it != s_->granted_leases_.end()) {
             ids = it->second.sample_ids;
             known = true;
+            merge_queue = it->second.merge_queue;
           }
         }
         if (!known && !verdict.evaluation_id().empty()) {
@@ -398,6 +400,13 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
           // verdict), the sweep at the next start enqueues it.
           absl::StatusOr<v1::Evaluation> e = s_->store_->GetEvaluation(verdict.evaluation_id());
           if (e.ok()) (void)s_->merges_.Enqueue(*e);
+        }
+        if (st.ok() && merge_queue) {
+          // Land it, or queue the re-measure a moved tip needs, before this
+          // node claims again (claim_next below, or its next Synchronize):
+          // re-measures go ahead of other work, but left to the periodic
+          // advance, the node's next claim took the next queued job first.
+          s_->AdvanceMerges();
         }
         break;
       }
@@ -611,14 +620,17 @@ absl::StatusOr<std::optional<v1::Lease>> Scheduler::ClaimFor(const std::string& 
   }
   lease.set_heartbeat_interval_s(options_.heartbeat_interval_s);
   if (lease.job_kind() == v1::EVALUATION) {
+    const v1::Candidate& c = lease.evaluation().candidate();
     absl::MutexLock l(&mu_);
-    granted_leases_[lease.id()] = {lease.evaluation().id(), {}};
+    granted_leases_[lease.id()] = {
+        lease.evaluation().id(), {}, !c.target_branch().empty() || !c.remeasure_of().empty()};
   }
   AttachPrior(&lease);
   return std::move(lease);
 }
 
 void Scheduler::AdvanceMerges() {
+  std::lock_guard<std::mutex> l(merges_mu_);
   if (!merges_swept_) {
     // Accepted evaluations whose enqueue a crash may have lost.
     v1::ListEvaluationsRequest q;

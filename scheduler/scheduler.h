@@ -26,6 +26,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -73,7 +74,8 @@ class Scheduler {
   // Requeues the jobs of expired leases; the server calls it periodically.
   void ReclaimExpiredLeases();
   // Advances the merge queue (merge_queue.h); the server calls it
-  // periodically, from one thread.
+  // periodically, and FinishLease when a verdict concerns it. One call at a
+  // time (merges_mu_).
   void AdvanceMerges();
   // Prometheus text format: jobs by state, queued evaluations by kind,
   // nodes by state, and since start: dispatches, claim latency, lease
@@ -132,7 +134,8 @@ class Scheduler {
   SchedulerOptions options_;
   harness::Git git_;
   MergeQueue merges_;
-  bool merges_swept_ = false;  // Only touched by AdvanceMerges.
+  std::mutex merges_mu_;       // Held by AdvanceMerges.
+  bool merges_swept_ = false;  // Guarded by merges_mu_.
   std::unique_ptr<ClientService> client_;
   std::unique_ptr<NodeServiceImpl> node_;
 
@@ -171,6 +174,9 @@ class Scheduler {
   struct GrantedLease {
     std::string evaluation_id;
     std::vector<int64_t> sample_ids;
+    // Its verdict moves the merge queue: the candidate targets a branch, or
+    // re-measures one that does.
+    bool merge_queue = false;
   };
   std::map<std::string, GrantedLease> granted_leases_ ABSL_GUARDED_BY(mu_);
 };

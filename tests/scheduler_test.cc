@@ -767,6 +767,95 @@ TEST_P(SchedulerOnEachStore, AFinishCanClaimTheNodesNextJobWhoseProgressReachesW
   EXPECT_EQ(Get(queued.evaluation().id()).state(), v1::FINISHED);
 }
 
+// An accepted candidate's verdict moves the merge queue at once: when it
+// lands on a tip that moved, its re-measure is queued before the node that
+// accepted it claims again, so that node takes the re-measure, not the next
+// queued job (the periodic advance came too late for a claim in the reply).
+TEST_P(SchedulerOnEachStore, AnAcceptOnAMovedTipQueuesItsReMeasureBeforeTheNodeClaimsAgain) {
+  Git("branch trunk base");
+  Branch("first", "echo '# first' >> build.sh");
+  Branch("second", "echo '// second' >> checksum.h");
+  Branch("other", "echo '// other' >> bench.cc");
+  StartServer();
+  auto nodes =
+      v1::NodeService::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  auto call = [](auto method) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer node-token-001");
+    return method(&ctx);
+  };
+  v1::RegisterNodeRequest reg;
+  reg.set_name("simulated");
+  reg.mutable_dimensions()->set_accelerator_kind("cpu");
+  reg.mutable_dimensions()->set_fingerprint("test");
+  v1::RegisterNodeResponse registered;
+  ASSERT_TRUE(
+      call([&](grpc::ClientContext* c) { return nodes->RegisterNode(c, reg, &registered); }).ok());
+  const std::string node = registered.node_id();
+  v1::SynchronizeRequest sync;
+  sync.set_node_id(node);
+  v1::SynchronizeResponse calibration;
+  ASSERT_TRUE(
+      call([&](grpc::ClientContext* c) { return nodes->Synchronize(c, sync, &calibration); }).ok());
+  ASSERT_EQ(calibration.lease().job_kind(), v1::CALIBRATION);
+  v1::FinishLeaseRequest calibrated;
+  calibrated.set_node_id(node);
+  calibrated.set_lease_id(calibration.lease().id());
+  calibrated.set_calibration_noise(0.01);
+  v1::FinishLeaseResponse ignored;
+  ASSERT_TRUE(call([&](grpc::ClientContext* c) {
+                return nodes->FinishLease(c, calibrated, &ignored);
+              }).ok());
+
+  auto submit = [&](const std::string& ref, const std::string& target) {
+    v1::SubmitRequest req;
+    req.set_repo(repo_);
+    req.set_target_branch(target);
+    req.set_baseline_ref("base");
+    req.set_candidate_ref(ref);
+    req.set_kind(v1::EXPERIMENT);
+    req.set_policy(v1::NO_REGRESSION);
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer ci-token-0001");
+    v1::SubmitResponse r;
+    EXPECT_TRUE(stub_->Submit(&ctx, req, &r).ok()) << ref;
+    return r.evaluation().id();
+  };
+  const std::string first = submit("first", "trunk");
+  const std::string second = submit("second", "trunk");
+  const std::string other = submit("other", "");
+  // Accepts the lease's evaluation and returns the lease the reply carries.
+  auto accept = [&](const v1::Lease& lease) {
+    v1::FinishLeaseRequest finish;
+    finish.set_node_id(node);
+    finish.set_lease_id(lease.id());
+    finish.mutable_verdict()->set_evaluation_id(lease.evaluation().id());
+    finish.mutable_verdict()->set_decision(v1::ACCEPT);
+    finish.mutable_verdict()->set_policy(v1::NO_REGRESSION);
+    finish.set_claim_next(true);
+    v1::FinishLeaseResponse reply;
+    EXPECT_TRUE(
+        call([&](grpc::ClientContext* c) { return nodes->FinishLease(c, finish, &reply); }).ok());
+    return reply.next_lease();
+  };
+  v1::SynchronizeResponse work;
+  ASSERT_TRUE(
+      call([&](grpc::ClientContext* c) { return nodes->Synchronize(c, sync, &work); }).ok());
+  ASSERT_EQ(work.lease().evaluation().id(), first);
+  // "first" was measured against the tip: it lands before the reply.
+  const v1::Lease after_first = accept(work.lease());
+  EXPECT_EQ(Get(first).merge().state(), v1::MERGED);
+  ASSERT_EQ(after_first.evaluation().id(), second);
+  // "second" was measured against base, and trunk has moved on to "first".
+  const v1::Lease after_second = accept(after_first);
+  const v1::Evaluation queued = Get(second);
+  EXPECT_EQ(queued.merge().state(), v1::REMEASURING);
+  ASSERT_FALSE(queued.merge().remeasure_evaluation_id().empty());
+  EXPECT_EQ(after_second.evaluation().id(), queued.merge().remeasure_evaluation_id());
+  EXPECT_EQ(after_second.evaluation().candidate().remeasure_of(), second);
+  EXPECT_NE(after_second.evaluation().id(), other);
+}
+
 TEST_P(SchedulerOnEachStore, RolesAndBadRequestsGetPreciseStatuses) {
   Branch("comment", "sed -i '1i // no-op' checksum.h");
   StartServer();
