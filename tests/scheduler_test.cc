@@ -186,6 +186,45 @@ class SchedulerTest : public ::testing::Test {
     return progress;
   }
 
+  // A node service stub, for tests that speak the node protocol themselves.
+  std::unique_ptr<v1::NodeService::Stub> NodeStub() const {
+    return v1::NodeService::NewStub(
+        grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  }
+
+  // Runs `method`, a call on a node stub, with the node token.
+  template <typename Method>
+  static grpc::Status AsNode(Method method) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer node-token-001");
+    return method(&ctx);
+  }
+
+  // Registers a simulated CPU node named `name`; its id, empty on failure.
+  static std::string RegisterSimulatedNode(v1::NodeService::Stub& nodes, const std::string& name) {
+    v1::RegisterNodeRequest reg;
+    reg.set_name(name);
+    reg.mutable_dimensions()->set_accelerator_kind("cpu");
+    reg.mutable_dimensions()->set_fingerprint("test");
+    v1::RegisterNodeResponse resp;
+    grpc::Status st =
+        AsNode([&](grpc::ClientContext* c) { return nodes.RegisterNode(c, reg, &resp); });
+    EXPECT_TRUE(st.ok()) << name << ": " << st.error_message();
+    return resp.node_id();
+  }
+
+  // What one Synchronize of `node` returns (no lease on failure).
+  static v1::SynchronizeResponse Synchronize(v1::NodeService::Stub& nodes,
+                                             const std::string& node) {
+    v1::SynchronizeRequest sync;
+    sync.set_node_id(node);
+    v1::SynchronizeResponse resp;
+    grpc::Status st =
+        AsNode([&](grpc::ClientContext* c) { return nodes.Synchronize(c, sync, &resp); });
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return resp;
+  }
+
   v1::Evaluation Get(const std::string& id) {
     grpc::ClientContext ctx;
     ctx.AddMetadata("authorization", "Bearer viewer-token-1");
@@ -657,29 +696,12 @@ TEST_P(SchedulerOnEachStore, BisectFindsTheCommitThatSlowedTheMetric) {
 TEST_P(SchedulerOnEachStore, AFinishCanClaimTheNodesNextJobWhoseProgressReachesWatchers) {
   Branch("comment", "echo '// a comment' >> checksum.h");
   StartServer();
-  auto nodes =
-      v1::NodeService::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
-  auto call = [](auto method) {
-    grpc::ClientContext ctx;
-    ctx.AddMetadata("authorization", "Bearer node-token-001");
-    return method(&ctx);
-  };
-  std::string holder, intruder;
-  for (std::string* id : {&holder, &intruder}) {
-    v1::RegisterNodeRequest reg;
-    reg.set_name(id == &holder ? "holder" : "intruder");
-    reg.mutable_dimensions()->set_accelerator_kind("cpu");
-    reg.mutable_dimensions()->set_fingerprint("test");
-    v1::RegisterNodeResponse resp;
-    ASSERT_TRUE(
-        call([&](grpc::ClientContext* c) { return nodes->RegisterNode(c, reg, &resp); }).ok());
-    *id = resp.node_id();
-  }
-  v1::SynchronizeRequest sync;
-  sync.set_node_id(holder);
-  v1::SynchronizeResponse calibration;
-  ASSERT_TRUE(
-      call([&](grpc::ClientContext* c) { return nodes->Synchronize(c, sync, &calibration); }).ok());
+  auto nodes = NodeStub();
+  const std::string holder = RegisterSimulatedNode(*nodes, "holder");
+  const std::string intruder = RegisterSimulatedNode(*nodes, "intruder");
+  ASSERT_FALSE(holder.empty());
+  ASSERT_FALSE(intruder.empty());
+  const v1::SynchronizeResponse calibration = Synchronize(*nodes, holder);
   ASSERT_EQ(calibration.lease().job_kind(), v1::CALIBRATION);
   v1::SubmitResponse queued;
   ASSERT_TRUE(Submit("ci-token-0001", "comment", v1::CI, &queued).ok());
@@ -690,7 +712,7 @@ TEST_P(SchedulerOnEachStore, AFinishCanClaimTheNodesNextJobWhoseProgressReachesW
   finish.set_calibration_noise(0.01);
   finish.set_claim_next(true);
   v1::FinishLeaseResponse refused;
-  EXPECT_EQ(call([&](grpc::ClientContext* c) {
+  EXPECT_EQ(AsNode([&](grpc::ClientContext* c) {
               return nodes->FinishLease(c, finish, &refused);
             }).error_code(),
             grpc::StatusCode::FAILED_PRECONDITION);
@@ -699,7 +721,7 @@ TEST_P(SchedulerOnEachStore, AFinishCanClaimTheNodesNextJobWhoseProgressReachesW
 
   finish.set_node_id(holder);
   v1::FinishLeaseResponse calibrated;
-  ASSERT_TRUE(call([&](grpc::ClientContext* c) {
+  ASSERT_TRUE(AsNode([&](grpc::ClientContext* c) {
                 return nodes->FinishLease(c, finish, &calibrated);
               }).ok());
   ASSERT_TRUE(calibrated.has_next_lease());
@@ -762,7 +784,7 @@ TEST_P(SchedulerOnEachStore, AFinishCanClaimTheNodesNextJobWhoseProgressReachesW
   verdict.set_claim_next(true);
   v1::FinishLeaseResponse idle;
   ASSERT_TRUE(
-      call([&](grpc::ClientContext* c) { return nodes->FinishLease(c, verdict, &idle); }).ok());
+      AsNode([&](grpc::ClientContext* c) { return nodes->FinishLease(c, verdict, &idle); }).ok());
   EXPECT_FALSE(idle.has_next_lease());  // The intruder's calibration is pinned to it.
   EXPECT_EQ(Get(queued.evaluation().id()).state(), v1::FINISHED);
 }
@@ -777,33 +799,17 @@ TEST_P(SchedulerOnEachStore, AnAcceptOnAMovedTipQueuesItsReMeasureBeforeTheNodeC
   Branch("second", "echo '// second' >> checksum.h");
   Branch("other", "echo '// other' >> bench.cc");
   StartServer();
-  auto nodes =
-      v1::NodeService::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
-  auto call = [](auto method) {
-    grpc::ClientContext ctx;
-    ctx.AddMetadata("authorization", "Bearer node-token-001");
-    return method(&ctx);
-  };
-  v1::RegisterNodeRequest reg;
-  reg.set_name("simulated");
-  reg.mutable_dimensions()->set_accelerator_kind("cpu");
-  reg.mutable_dimensions()->set_fingerprint("test");
-  v1::RegisterNodeResponse registered;
-  ASSERT_TRUE(
-      call([&](grpc::ClientContext* c) { return nodes->RegisterNode(c, reg, &registered); }).ok());
-  const std::string node = registered.node_id();
-  v1::SynchronizeRequest sync;
-  sync.set_node_id(node);
-  v1::SynchronizeResponse calibration;
-  ASSERT_TRUE(
-      call([&](grpc::ClientContext* c) { return nodes->Synchronize(c, sync, &calibration); }).ok());
+  auto nodes = NodeStub();
+  const std::string node = RegisterSimulatedNode(*nodes, "simulated");
+  ASSERT_FALSE(node.empty());
+  const v1::SynchronizeResponse calibration = Synchronize(*nodes, node);
   ASSERT_EQ(calibration.lease().job_kind(), v1::CALIBRATION);
   v1::FinishLeaseRequest calibrated;
   calibrated.set_node_id(node);
   calibrated.set_lease_id(calibration.lease().id());
   calibrated.set_calibration_noise(0.01);
   v1::FinishLeaseResponse ignored;
-  ASSERT_TRUE(call([&](grpc::ClientContext* c) {
+  ASSERT_TRUE(AsNode([&](grpc::ClientContext* c) {
                 return nodes->FinishLease(c, calibrated, &ignored);
               }).ok());
 
@@ -835,12 +841,10 @@ TEST_P(SchedulerOnEachStore, AnAcceptOnAMovedTipQueuesItsReMeasureBeforeTheNodeC
     finish.set_claim_next(true);
     v1::FinishLeaseResponse reply;
     EXPECT_TRUE(
-        call([&](grpc::ClientContext* c) { return nodes->FinishLease(c, finish, &reply); }).ok());
+        AsNode([&](grpc::ClientContext* c) { return nodes->FinishLease(c, finish, &reply); }).ok());
     return reply.next_lease();
   };
-  v1::SynchronizeResponse work;
-  ASSERT_TRUE(
-      call([&](grpc::ClientContext* c) { return nodes->Synchronize(c, sync, &work); }).ok());
+  const v1::SynchronizeResponse work = Synchronize(*nodes, node);
   ASSERT_EQ(work.lease().evaluation().id(), first);
   // "first" was measured against the tip: it lands before the reply.
   const v1::Lease after_first = accept(work.lease());
@@ -966,27 +970,13 @@ TEST_P(SchedulerOnEachStore, RolesAndBadRequestsGetPreciseStatuses) {
   // A node finishing a lease another node holds: FAILED_PRECONDITION, and
   // the holder's lease is untouched.
   {
-    auto nodes = v1::NodeService::NewStub(
-        grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
-    auto call = [](auto method) {
-      grpc::ClientContext ctx;
-      ctx.AddMetadata("authorization", "Bearer node-token-001");
-      return method(&ctx);
-    };
-    std::string ids[2];
-    for (int i = 0; i < 2; ++i) {
-      v1::RegisterNodeRequest reg;
-      reg.set_name(i == 0 ? "holder" : "intruder");
-      reg.mutable_dimensions()->set_accelerator_kind("cpu");
-      reg.mutable_dimensions()->set_fingerprint("test");
-      v1::RegisterNodeResponse resp;
-      ASSERT_TRUE(call([&](grpc::ClientContext* c) { return nodes->RegisterNode(c, reg, &resp); }).ok());
-      ids[i] = resp.node_id();
-    }
-    v1::SynchronizeRequest sync;
-    sync.set_node_id(ids[0]);
-    v1::SynchronizeResponse lease;  // The holder's calibration job.
-    ASSERT_TRUE(call([&](grpc::ClientContext* c) { return nodes->Synchronize(c, sync, &lease); }).ok());
+    auto nodes = NodeStub();
+    const std::string ids[2] = {RegisterSimulatedNode(*nodes, "holder"),
+                                RegisterSimulatedNode(*nodes, "intruder")};
+    ASSERT_FALSE(ids[0].empty());
+    ASSERT_FALSE(ids[1].empty());
+    // The holder's calibration job.
+    const v1::SynchronizeResponse lease = Synchronize(*nodes, ids[0]);
     ASSERT_TRUE(lease.has_lease());
     v1::FinishLeaseRequest finish;
     finish.set_node_id(ids[1]);
@@ -994,16 +984,18 @@ TEST_P(SchedulerOnEachStore, RolesAndBadRequestsGetPreciseStatuses) {
     finish.set_calibration_noise(0.01);
     v1::FinishLeaseResponse ignored;
     grpc::Status st =
-        call([&](grpc::ClientContext* c) { return nodes->FinishLease(c, finish, &ignored); });
+        AsNode([&](grpc::ClientContext* c) { return nodes->FinishLease(c, finish, &ignored); });
     EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << st.error_message();
     finish.set_lease_id("lease-that-never-was");
-    EXPECT_NE(call([&](grpc::ClientContext* c) { return nodes->FinishLease(c, finish, &ignored); })
-                  .error_code(),
+    EXPECT_NE(AsNode([&](grpc::ClientContext* c) {
+                return nodes->FinishLease(c, finish, &ignored);
+              }).error_code(),
               grpc::StatusCode::OK);
     finish.set_node_id(ids[0]);
     finish.set_lease_id(lease.lease().id());
-    EXPECT_TRUE(
-        call([&](grpc::ClientContext* c) { return nodes->FinishLease(c, finish, &ignored); }).ok());
+    EXPECT_TRUE(AsNode([&](grpc::ClientContext* c) {
+                  return nodes->FinishLease(c, finish, &ignored);
+                }).ok());
   }
   // The submitter may cancel its own queued evaluation (no node is running).
   {
