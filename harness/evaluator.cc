@@ -418,6 +418,13 @@ absl::StatusOr<bool> Evaluation::Precision() {
     setup.log_prefix = LogPath("precision-" + suite.name());
     setup.cpus = options_.cpus;
     setup.salt = request_.seed;
+    // A runner the candidate did not change would compute the baseline's
+    // errors again (a comment, or a change to the runtime only).
+    v1::BenchmarkSpec runner;
+    runner.set_command(suite.runner());
+    absl::StatusOr<InputComparison> same =
+        CompareBenchmarkInputs(runner, checkout_.baseline_dir, checkout_.candidate_dir);
+    setup.candidate_runner_identical = same.ok() && same->identical;
     PrecisionReport r = RunPrecisionSuite(suite, setup);
     WritePrecisionCurve(request_.out_dir, suite.name(), r.ToJson(suite));
     if (!r.baseline.lengths.empty() || !r.candidate.lengths.empty()) {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/types/span.h"
 #include "harness/runner/inputs.h"
 #include "harness/runner/runner_client.h"
 
@@ -124,8 +125,10 @@ PrecisionReport RunPrecisionSuite(const v1::PrecisionSuite& suite, const Precisi
   Arm arms[] = {{"reference", &setup.baseline_dir, true, nullptr},
                 {"baseline", &setup.baseline_dir, false, nullptr},
                 {"candidate", &setup.candidate_dir, false, nullptr}};
+  // The candidate arm last, left out when its runner is the baseline's.
+  const absl::Span<Arm> run_arms(arms, setup.candidate_runner_identical ? 2 : 3);
   RunnerLayout layout;
-  for (Arm& arm : arms) {
+  for (Arm& arm : run_arms) {
     auto c = RunnerClient::Start(setup.launcher, *arm.dir, suite.runner(),
                                  absl::StrFormat("%s-%s.err", setup.log_prefix, arm.name),
                                  setup.cpus, kCallTimeout * 2);
@@ -153,7 +156,7 @@ PrecisionReport RunPrecisionSuite(const v1::PrecisionSuite& suite, const Precisi
   if (auto s = DrawInputs(layout, HiddenSeed(setup.salt), &values); !s.ok()) {
     return Report(Outcome::kInfrastructure, std::string(s.message()));
   }
-  for (Arm& arm : arms) {
+  for (Arm& arm : run_arms) {
     if (auto s = arm.client->Prepare(layout, arm.reference); !s.ok()) {
       return Report(Outcome::kInfrastructure, std::string(s.message()));
     }
@@ -176,7 +179,14 @@ PrecisionReport RunPrecisionSuite(const v1::PrecisionSuite& suite, const Precisi
   const double* ref = arms[0].client->Result(*out);
   PrecisionReport report;
   report.baseline = Curve(lengths, arms[1].client->Buffer(*out), ref, per_token);
-  report.candidate = Curve(lengths, arms[2].client->Buffer(*out), ref, per_token);
+  report.candidate = setup.candidate_runner_identical
+                         ? report.baseline
+                         : Curve(lengths, arms[2].client->Buffer(*out), ref, per_token);
+  const std::string same_runner =
+      setup.candidate_runner_identical
+          ? "; the candidate's runner is byte-identical to the baseline's: its errors are the "
+            "baseline's, not computed again"
+          : "";
 
   const double growth_limit =
       suite.max_growth_vs_baseline() > 0 ? suite.max_growth_vs_baseline() : 2.0;
@@ -191,8 +201,9 @@ PrecisionReport RunPrecisionSuite(const v1::PrecisionSuite& suite, const Precisi
       report.outcome = Outcome::kFailed;
       report.message = absl::StrFormat(
           "%s: rel_rms %.2e at %d tokens exceeds the bound %.1e (candidate vs baseline by "
-          "length: %s)",
-          suite.name(), report.candidate.rel_rms[i], lengths[i], suite.max_rel_rms(), curve);
+          "length: %s%s)",
+          suite.name(), report.candidate.rel_rms[i], lengths[i], suite.max_rel_rms(), curve,
+          same_runner);
       return report;
     }
   }
@@ -209,8 +220,8 @@ PrecisionReport RunPrecisionSuite(const v1::PrecisionSuite& suite, const Precisi
         report.baseline.rel_rms.back(), growth_limit, suite.max_rel_rms(), curve);
     return report;
   }
-  report.message = absl::StrFormat("%s: within %.1e and %.1fx of the baseline (%s)", suite.name(),
-                                   suite.max_rel_rms(), growth_limit, curve);
+  report.message = absl::StrFormat("%s: within %.1e and %.1fx of the baseline (%s%s)", suite.name(),
+                                   suite.max_rel_rms(), growth_limit, curve, same_runner);
   return report;
 }
 

@@ -49,6 +49,10 @@ struct PrecisionSetup {
   std::string log_prefix;
   std::vector<int> cpus;
   uint64_t salt = 0;
+  // The candidate's runner and everything it reads are byte-identical to
+  // the baseline's (harness/identity): its arm is not run, and its errors
+  // are the baseline's, the same program's on the same inputs.
+  bool candidate_runner_identical = false;
 };
 
 PrecisionReport RunPrecisionSuite(const v1::PrecisionSuite& suite, const PrecisionSetup& setup);

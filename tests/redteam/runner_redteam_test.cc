@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -147,7 +148,7 @@ TEST_F(RedTeamTest, TimedRepetitionsAgainstTheBaselinesResultCatchTricksToo) {
 }
 
 PrecisionReport Sweep(ProcessLauncher* launcher, const std::string& reference_dir,
-                      const std::string& trick) {
+                      const std::string& trick, bool candidate_runner_identical = false) {
   v1::PrecisionSuite suite;
   suite.set_name("decode-long");
   suite.set_op("kda_decode");
@@ -162,6 +163,7 @@ PrecisionReport Sweep(ProcessLauncher* launcher, const std::string& reference_di
   setup.baseline_dir = reference_dir;
   setup.candidate_dir = MakeDir("sweep-" + trick, "tests/redteam/evil_runner", trick);
   setup.log_prefix = setup.candidate_dir + "/log";
+  setup.candidate_runner_identical = candidate_runner_identical;
   return RunPrecisionSuite(suite, setup);
 }
 
@@ -188,6 +190,22 @@ TEST_F(RedTeamTest, PrecisionStageRejectsTf32ThatPassesTheAbsoluteBound) {
   EXPECT_EQ(curve.candidate(2).length(), 4096);
   EXPECT_EQ(curve.candidate(2).rel_rms(), tf32.candidate.rel_rms.back());
   EXPECT_EQ(curve.max_rel_rms(), 2e-3);
+}
+
+// A candidate whose runner is the baseline's is not swept again: its curve
+// is the baseline's and the message says why. (The harness sets the flag
+// only for byte-identical runners; given the TF32 runner here, the sweep
+// never starts it, which the missing log shows.)
+TEST_F(RedTeamTest, ACandidateRunnerIdenticalToTheBaselinesIsNotSweptAgain) {
+  PrecisionReport same = Sweep(launcher_.get(), reference_dir_, "tf32", true);
+  ASSERT_EQ(same.outcome, PrecisionReport::Outcome::kPassed) << same.message;
+  ASSERT_EQ(same.baseline.rel_rms.size(), 3u);
+  EXPECT_EQ(same.candidate.rel_rms, same.baseline.rel_rms);
+  EXPECT_EQ(same.candidate.max_abs_err, same.baseline.max_abs_err);
+  EXPECT_THAT(same.message, HasSubstr("byte-identical to the baseline's"));
+  const std::string logs = absl::StrCat(std::getenv("TEST_TMPDIR"), "/sweep-tf32/log");
+  EXPECT_TRUE(std::filesystem::exists(logs + "-baseline.err"));
+  EXPECT_FALSE(std::filesystem::exists(logs + "-candidate.err"));
 }
 
 }  // namespace
