@@ -225,6 +225,21 @@ class SchedulerTest : public ::testing::Test {
     return resp;
   }
 
+  // Ends `node`'s `lease` with a NO_REGRESSION verdict of `decision`,
+  // claiming the node's next job in `reply`.
+  static grpc::Status FinishWithVerdict(v1::NodeService::Stub& nodes, const std::string& node,
+                                        const v1::Lease& lease, v1::Decision decision,
+                                        v1::FinishLeaseResponse* reply) {
+    v1::FinishLeaseRequest finish;
+    finish.set_node_id(node);
+    finish.set_lease_id(lease.id());
+    finish.mutable_verdict()->set_evaluation_id(lease.evaluation().id());
+    finish.mutable_verdict()->set_decision(decision);
+    finish.mutable_verdict()->set_policy(v1::NO_REGRESSION);
+    finish.set_claim_next(true);
+    return AsNode([&](grpc::ClientContext* c) { return nodes.FinishLease(c, finish, reply); });
+  }
+
   v1::Evaluation Get(const std::string& id) {
     grpc::ClientContext ctx;
     ctx.AddMetadata("authorization", "Bearer viewer-token-1");
@@ -775,16 +790,8 @@ TEST_P(SchedulerOnEachStore, AFinishCanClaimTheNodesNextJobWhoseProgressReachesW
     reader->Finish();
   }
 
-  v1::FinishLeaseRequest verdict;
-  verdict.set_node_id(holder);
-  verdict.set_lease_id(next.id());
-  verdict.mutable_verdict()->set_evaluation_id(next.evaluation().id());
-  verdict.mutable_verdict()->set_decision(v1::REJECT);
-  verdict.mutable_verdict()->set_policy(v1::NO_REGRESSION);
-  verdict.set_claim_next(true);
   v1::FinishLeaseResponse idle;
-  ASSERT_TRUE(
-      AsNode([&](grpc::ClientContext* c) { return nodes->FinishLease(c, verdict, &idle); }).ok());
+  ASSERT_TRUE(FinishWithVerdict(*nodes, holder, next, v1::REJECT, &idle).ok());
   EXPECT_FALSE(idle.has_next_lease());  // The intruder's calibration is pinned to it.
   EXPECT_EQ(Get(queued.evaluation().id()).state(), v1::FINISHED);
 }
@@ -832,16 +839,8 @@ TEST_P(SchedulerOnEachStore, AnAcceptOnAMovedTipQueuesItsReMeasureBeforeTheNodeC
   const std::string other = submit("other", "");
   // Accepts the lease's evaluation and returns the lease the reply carries.
   auto accept = [&](const v1::Lease& lease) {
-    v1::FinishLeaseRequest finish;
-    finish.set_node_id(node);
-    finish.set_lease_id(lease.id());
-    finish.mutable_verdict()->set_evaluation_id(lease.evaluation().id());
-    finish.mutable_verdict()->set_decision(v1::ACCEPT);
-    finish.mutable_verdict()->set_policy(v1::NO_REGRESSION);
-    finish.set_claim_next(true);
     v1::FinishLeaseResponse reply;
-    EXPECT_TRUE(
-        AsNode([&](grpc::ClientContext* c) { return nodes->FinishLease(c, finish, &reply); }).ok());
+    EXPECT_TRUE(FinishWithVerdict(*nodes, node, lease, v1::ACCEPT, &reply).ok());
     return reply.next_lease();
   };
   const v1::SynchronizeResponse work = Synchronize(*nodes, node);
