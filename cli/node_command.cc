@@ -22,6 +22,7 @@ struct NodeArgs {
   std::string cpus;
   std::string ca = DefaultCaFile();
   std::string host_lock;
+  int64_t precision_cache_mib = 1024;
 };
 
 int RunNode(NodeArgs& a) {
@@ -45,6 +46,11 @@ int RunNode(NodeArgs& a) {
         absl::StrCat(home ? home : "/tmp", "/.cache/densegate/nodes/",
                      a.options.name.empty() ? std::string(host) : a.options.name);
   }
+  if (a.precision_cache_mib < 0) {
+    std::cerr << "densegate node: --precision_cache_mib must be 0 or more\n";
+    return kExitUsage;
+  }
+  a.options.precision_cache_bytes = a.precision_cache_mib << 20;
   a.options.software_version = absl::StrCat(kVersion, "+", kGitCommit);
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds = ChannelCredentials(a.ca);
   if (!creds.ok()) {
@@ -92,6 +98,10 @@ void AddNodeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--host_lock", args->host_lock,
                   "file the nodes sharing this machine lock so that each measurement runs "
                   "alone (every node on the machine passes the same path)");
+  cmd->add_option("--precision_cache_mib", args->precision_cache_mib,
+                  "memory for precision sweeps' baseline halves kept for later candidates "
+                  "against the same baseline runner (0: none)")
+      ->capture_default_str();
   cmd->add_option("--max_jobs", args->options.max_jobs, "exit after this many jobs (0: never)")
       ->capture_default_str();
   cmd->callback([args, exit_code] { *exit_code = RunNode(*args); });

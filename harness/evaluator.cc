@@ -418,10 +418,19 @@ absl::StatusOr<bool> Evaluation::Precision() {
     setup.log_prefix = LogPath("precision-" + suite.name());
     setup.cpus = options_.cpus;
     setup.salt = request_.seed;
-    // A runner the candidate did not change would compute the baseline's
-    // errors again (a comment, or a change to the runtime only).
     v1::BenchmarkSpec runner;
     runner.set_command(suite.runner());
+    if (options_.precision_baselines != nullptr) {
+      // Unreadable runner: no key, the sweep computes its own baseline half.
+      if (absl::StatusOr<std::string> digest =
+              BenchmarkInputsDigest(runner, checkout_.baseline_dir);
+          digest.ok()) {
+        setup.baselines = options_.precision_baselines;
+        setup.baseline_key = PrecisionBaselineKey(*digest, suite);
+      }
+    }
+    // A runner the candidate did not change would compute the baseline's
+    // errors again (a comment, or a change to the runtime only).
     absl::StatusOr<InputComparison> same =
         CompareBenchmarkInputs(runner, checkout_.baseline_dir, checkout_.candidate_dir);
     setup.candidate_runner_identical = same.ok() && same->identical;

@@ -43,6 +43,7 @@
 #include "harness/process/host_lock.h"
 #include "harness/process/launcher.h"
 #include "harness/process/machine_probe.h"
+#include "harness/runner/precision_baseline_cache.h"
 #include "proto/densegate.pb.h"
 
 namespace densegate::harness {
@@ -114,6 +115,11 @@ struct EvaluatorOptions {
   // Between the probe's two states on the VM measured in machine_probe.h
   // (1.05x and 1.85x its best time).
   double max_probe_spread = 1.3;
+  // Keeps the baseline's half of each precision sweep (drawn inputs, fp64
+  // reference, the baseline's errors) for later evaluations whose baseline
+  // runner is byte-identical (not owned; see PrecisionBaselineCache). Null:
+  // every sweep computes its own.
+  PrecisionBaselineCache* precision_baselines = nullptr;
 };
 
 struct EvalOutcome {

@@ -24,6 +24,7 @@ namespace densegate::harness {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string Tmp() { return std::getenv("TEST_TMPDIR"); }
 
@@ -79,6 +80,7 @@ class EvalTest : public ::testing::Test {
     options.workspace_root = Tmp() + "/ws-" + name_;
     options.software_version = "test";
     options.machine_probe = probe;
+    options.precision_baselines = precision_baselines_;
     Evaluator evaluator(options, launcher_.get());
     EvalRequest request;
     request.repo = repo_;
@@ -119,6 +121,8 @@ class EvalTest : public ::testing::Test {
   // EvalRequest::metric_scope and prior of every Eval().
   std::vector<std::string> metric_scope_;
   v1::PriorMeasurement prior_;
+  // EvaluatorOptions::precision_baselines of every Eval().
+  PrecisionBaselineCache* precision_baselines_ = nullptr;
 };
 
 constexpr char kFastChecksum[] = R"(#pragma once
@@ -248,6 +252,63 @@ TEST_F(EvalTest, BenchmarkWithIdenticalInputsIsNotMeasured) {
   EXPECT_FALSE(faster.verdict.metrics(0).inputs_identical());
   EXPECT_EQ(faster.verdict.decision(), v1::ACCEPT) << Reasons(faster.verdict);
   EXPECT_FALSE(faster.samples.empty());
+}
+
+// A precision sweep's baseline half (inputs, fp64 reference, the baseline's
+// errors) is computed once per byte-identical baseline runner: a later
+// evaluation whose baseline is another commit with the same runner takes
+// it, one whose baseline runner changed computes its own. The fixture's
+// runner is this repository's kernel runner, committed as a file.
+TEST_F(EvalTest, APrecisionSweepsBaselineHalfIsComputedOncePerBaselineRunner) {
+  Sh(absl::StrCat("cp ", std::getenv("TEST_SRCDIR"), "/densegate/kernels/runner/kernel_runner ",
+                  repo_, "/runner && chmod u+w ", repo_, "/runner"));
+  nlohmann::json manifest = nlohmann::json::parse(std::ifstream(repo_ + "/densegate.json"));
+  manifest["benchmarks"][0]["skip_when_identical"] = true;
+  manifest["precision"] = {{{"name", "decode"},
+                            {"op", "kda_decode"},
+                            {"runner", "runner"},
+                            {"lengths", {256, 1024}},
+                            {"max_rel_rms", 2e-3},
+                            {"params", {{"k", 32}, {"v", 32}, {"gate_scale", 100}}}}};
+  Write("densegate.json", manifest.dump(2));
+  Commit("a precision suite");
+  Commit("candidate 1");
+  PrecisionBaselineCache baselines(int64_t{1} << 30);
+  precision_baselines_ = &baselines;
+  auto sweep = [](const EvalOutcome& o) -> std::string {
+    for (const v1::Stage& st : o.verdict.stages()) {
+      if (st.kind() == v1::PRECISION)
+        return v1::StageStatus_Name(st.status()) + ": " + st.summary();
+    }
+    return "no precision stage";
+  };
+  const std::string reused = "earlier sweep with a byte-identical baseline runner";
+
+  EvalOutcome first = Eval(v1::NO_REGRESSION);
+  EXPECT_THAT(sweep(first), HasSubstr("STAGE_PASSED"));
+  EXPECT_THAT(sweep(first), Not(HasSubstr(reused)));
+  EXPECT_EQ(baselines.entries(), 1);
+
+  // The baseline is now "candidate 1": another commit, the same runner.
+  Commit("candidate 2");
+  EvalOutcome second = Eval(v1::NO_REGRESSION);
+  EXPECT_THAT(sweep(second), HasSubstr("STAGE_PASSED"));
+  EXPECT_THAT(sweep(second), HasSubstr(reused));
+
+  // A candidate whose runner differs (one byte appended) is swept on the
+  // baseline half computed before ...
+  Sh("printf x >> " + repo_ + "/runner");
+  Commit("another runner");
+  EvalOutcome changed = Eval(v1::NO_REGRESSION);
+  EXPECT_THAT(sweep(changed), HasSubstr("STAGE_PASSED"));
+  EXPECT_THAT(sweep(changed), HasSubstr(reused));
+  EXPECT_THAT(sweep(changed), Not(HasSubstr("byte-identical to the baseline's")));
+  // ... and once it is the baseline, its own half is computed.
+  Commit("on the new runner");
+  EvalOutcome next = Eval(v1::NO_REGRESSION);
+  EXPECT_THAT(sweep(next), HasSubstr("STAGE_PASSED"));
+  EXPECT_THAT(sweep(next), Not(HasSubstr(reused)));
+  EXPECT_EQ(baselines.entries(), 2);
 }
 
 // Call 0 warms the probe; then each pair calls it 3 times (the fixture has

@@ -142,7 +142,9 @@ double MeasureCalibrationNoise(int runs) {
 }
 
 NodeWorker::NodeWorker(NodeWorkerOptions options, ProcessLauncher* launcher)
-    : options_(std::move(options)), launcher_(launcher) {
+    : options_(std::move(options)),
+      launcher_(launcher),
+      precision_baselines_(options_.precision_cache_bytes) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(16 << 20);
   stub_ = v1::NodeService::NewStub(grpc::CreateCustomChannel(
@@ -271,6 +273,7 @@ absl::StatusOr<std::optional<v1::Lease>> NodeWorker::RunLease(const v1::Lease& l
     eo.software_version = options_.software_version;
     eo.cpus = options_.cpus;
     eo.host_lock = options_.host_lock;
+    eo.precision_baselines = &precision_baselines_;
     std::unique_ptr<MachineProbe> probe = NewCacheSweepProbe(options_.cpus);
     eo.machine_probe = probe.get();
     Evaluator evaluator(eo, launcher_);

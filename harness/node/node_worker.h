@@ -29,6 +29,7 @@
 #include "grpcpp/grpcpp.h"
 #include "harness/process/host_lock.h"
 #include "harness/process/launcher.h"
+#include "harness/runner/precision_baseline_cache.h"
 #include "proto/densegate.grpc.pb.h"
 
 namespace densegate::harness {
@@ -47,6 +48,10 @@ struct NodeWorkerOptions {
   std::string software_version;
   // Stop after this many jobs (0: never); tests and the demo use it.
   int max_jobs = 0;
+  // Memory for the baseline halves of precision sweeps kept for later
+  // candidates against the same baseline runner (PrecisionBaselineCache;
+  // the demo's suite takes 192 MiB per baseline). 0: none kept.
+  int64_t precision_cache_bytes = int64_t{1} << 30;
 };
 
 // This machine's dimensions: CPU model and cores, memory, and a
@@ -81,6 +86,7 @@ class NodeWorker {
   std::string node_id_;
   int heartbeat_interval_s_ = 10;
   std::atomic<bool> stop_{false};
+  PrecisionBaselineCache precision_baselines_;
 };
 
 }  // namespace densegate::harness

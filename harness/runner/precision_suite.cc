@@ -5,10 +5,11 @@
 #include <cstring>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/types/span.h"
 #include "harness/runner/inputs.h"
+#include "harness/runner/precision_baseline_cache.h"
 #include "harness/runner/runner_client.h"
 
 namespace densegate::harness {
@@ -76,6 +77,79 @@ nlohmann::json CurveJson(const PrecisionCurve& c) {
   return points;
 }
 
+const RunnerBuffer* PerTokenOutput(const RunnerLayout& layout, int64_t tokens) {
+  for (const RunnerBuffer& b : layout.buffers) {
+    if (b.name == "out") return b.count % tokens == 0 ? &b : nullptr;
+  }
+  return nullptr;
+}
+
+// Prepares `client`'s memory for one call: the drawn inputs copied in, the
+// outputs poisoned.
+absl::Status Fill(RunnerClient* client, const PrecisionBaseline& baseline, bool reference) {
+  if (absl::Status s = client->Prepare(baseline.layout, reference); !s.ok()) return s;
+  for (size_t i = 0; i < baseline.layout.buffers.size(); ++i) {
+    const RunnerBuffer& b = baseline.layout.buffers[i];
+    if (b.role == BufferRole::kOutput) {
+      std::memset(client->Buffer(b), 0xFF, b.count * 4);
+    } else {
+      std::memcpy(client->Buffer(b), baseline.inputs[i].data(), b.count * 4);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The baseline's half of a sweep: the baseline-built runner describes the op,
+// one sequence is drawn, and that runner computes the fp64 reference and
+// its own fp32 result, in two processes. Any failure is the infrastructure's.
+absl::StatusOr<std::shared_ptr<const PrecisionBaseline>> RunBaseline(
+    const v1::PrecisionSuite& suite, const PrecisionSetup& setup,
+    const std::vector<int64_t>& lengths) {
+  const int64_t longest = lengths.back();
+  nlohmann::json params = nlohmann::json::object();
+  for (const auto& [k, v] : suite.params()) params[k] = v;
+  const char* names[] = {"reference", "baseline"};
+  std::unique_ptr<RunnerClient> clients[2];
+  for (int i = 0; i < 2; ++i) {
+    auto c = RunnerClient::Start(setup.launcher, setup.baseline_dir, suite.runner(),
+                                 absl::StrFormat("%s-%s.err", setup.log_prefix, names[i]),
+                                 setup.cpus, kCallTimeout * 2);
+    if (!c.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("%s runner did not start: %s", names[i], c.status().message()));
+    }
+    clients[i] = std::move(*c);
+  }
+  auto described = clients[0]->Describe(suite.op(), Shape(suite, longest), params);
+  if (!described.ok()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the baseline runner cannot describe %s: %s", suite.op(), described.status().message()));
+  }
+  auto baseline = std::make_shared<PrecisionBaseline>();
+  baseline->layout = *std::move(described);
+  const RunnerBuffer* out = PerTokenOutput(baseline->layout, longest);
+  if (out == nullptr) {
+    return absl::FailedPreconditionError("the runner's layout has no per-token \"out\" buffer");
+  }
+  if (absl::Status s = DrawInputs(baseline->layout, HiddenSeed(setup.salt), &baseline->inputs);
+      !s.ok()) {
+    return s;
+  }
+  for (int i = 0; i < 2; ++i) {
+    const bool reference = i == 0;
+    if (absl::Status s = Fill(clients[i].get(), *baseline, reference); !s.ok()) return s;
+    absl::StatusOr<double> t = clients[i]->Run(baseline->layout, reference, kCallTimeout);
+    if (!t.ok()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s runner failed the %d-token sweep: %s", names[i], longest, t.status().message()));
+    }
+  }
+  const double* ref = clients[0]->Result(*out);
+  baseline->reference.assign(ref, ref + out->count);
+  baseline->curve = Curve(lengths, clients[1]->Buffer(*out), ref, out->count / longest);
+  return baseline;
+}
+
 }  // namespace
 
 nlohmann::json PrecisionReport::ToJson(const v1::PrecisionSuite& suite) const {
@@ -112,81 +186,57 @@ PrecisionReport RunPrecisionSuite(const v1::PrecisionSuite& suite, const Precisi
   std::vector<int64_t> lengths(suite.lengths().begin(), suite.lengths().end());
   if (lengths.empty()) return Report(Outcome::kInfrastructure, "suite has no lengths");
   const int64_t longest = lengths.back();
-  nlohmann::json params = nlohmann::json::object();
-  for (const auto& [k, v] : suite.params()) params[k] = v;
-  const nlohmann::json shape = Shape(suite, longest);
 
-  struct Arm {
-    const char* name;
-    const std::string* dir;
-    bool reference;
-    std::unique_ptr<RunnerClient> client;
-  };
-  Arm arms[] = {{"reference", &setup.baseline_dir, true, nullptr},
-                {"baseline", &setup.baseline_dir, false, nullptr},
-                {"candidate", &setup.candidate_dir, false, nullptr}};
-  // The candidate arm last, left out when its runner is the baseline's.
-  const absl::Span<Arm> run_arms(arms, setup.candidate_runner_identical ? 2 : 3);
-  RunnerLayout layout;
-  for (Arm& arm : run_arms) {
-    auto c = RunnerClient::Start(setup.launcher, *arm.dir, suite.runner(),
-                                 absl::StrFormat("%s-%s.err", setup.log_prefix, arm.name),
-                                 setup.cpus, kCallTimeout * 2);
-    if (!c.ok()) {
-      return Report(arm.dir == &setup.candidate_dir ? Outcome::kFailed : Outcome::kInfrastructure,
-                    absl::StrFormat("%s runner did not start: %s", arm.name, c.status().message()));
+  const bool keep = setup.baselines != nullptr && !setup.baseline_key.empty();
+  std::shared_ptr<const PrecisionBaseline> baseline =
+      keep ? setup.baselines->Find(setup.baseline_key) : nullptr;
+  const bool reused = baseline != nullptr;
+  if (!reused) {
+    absl::StatusOr<std::shared_ptr<const PrecisionBaseline>> computed =
+        RunBaseline(suite, setup, lengths);
+    if (!computed.ok()) {
+      return Report(Outcome::kInfrastructure, std::string(computed.status().message()));
     }
-    arm.client = std::move(*c);
+    baseline = *std::move(computed);
+    if (keep) setup.baselines->Insert(setup.baseline_key, baseline);
   }
-  auto described = arms[0].client->Describe(suite.op(), shape, params);
-  if (!described.ok()) {
-    return Report(Outcome::kInfrastructure,
-                  absl::StrFormat("the baseline runner cannot describe %s: %s", suite.op(),
-                                  described.status().message()));
-  }
-  layout = *described;
-  const RunnerBuffer* out = nullptr;
-  for (const RunnerBuffer& b : layout.buffers) {
-    if (b.name == "out") out = &b;
-  }
-  if (out == nullptr || out->count % longest != 0) {
-    return Report(Outcome::kInfrastructure, "the runner's layout has no per-token \"out\" buffer");
-  }
-  std::vector<std::vector<float>> values;
-  if (auto s = DrawInputs(layout, HiddenSeed(setup.salt), &values); !s.ok()) {
-    return Report(Outcome::kInfrastructure, std::string(s.message()));
-  }
-  for (Arm& arm : run_arms) {
-    if (auto s = arm.client->Prepare(layout, arm.reference); !s.ok()) {
+
+  PrecisionReport report;
+  report.baseline = baseline->curve;
+  if (setup.candidate_runner_identical) {
+    report.candidate = report.baseline;
+  } else {
+    auto c = RunnerClient::Start(setup.launcher, setup.candidate_dir, suite.runner(),
+                                 absl::StrFormat("%s-candidate.err", setup.log_prefix), setup.cpus,
+                                 kCallTimeout * 2);
+    if (!c.ok()) {
+      return Report(Outcome::kFailed,
+                    absl::StrFormat("candidate runner did not start: %s", c.status().message()));
+    }
+    if (absl::Status s = Fill(c->get(), *baseline, false); !s.ok()) {
       return Report(Outcome::kInfrastructure, std::string(s.message()));
     }
-    for (size_t i = 0; i < layout.buffers.size(); ++i) {
-      const RunnerBuffer& b = layout.buffers[i];
-      if (b.role == BufferRole::kOutput) {
-        std::memset(arm.client->Buffer(b), 0xFF, b.count * 4);
-      } else {
-        std::memcpy(arm.client->Buffer(b), values[i].data(), b.count * 4);
-      }
-    }
-    absl::StatusOr<double> t = arm.client->Run(layout, arm.reference, kCallTimeout);
+    absl::StatusOr<double> t = (*c)->Run(baseline->layout, false, kCallTimeout);
     if (!t.ok()) {
-      return Report(arm.dir == &setup.candidate_dir ? Outcome::kFailed : Outcome::kInfrastructure,
-                    absl::StrFormat("%s runner failed the %d-token sweep: %s", arm.name, longest,
+      return Report(Outcome::kFailed,
+                    absl::StrFormat("candidate runner failed the %d-token sweep: %s", longest,
                                     t.status().message()));
     }
+    const RunnerBuffer* out = PerTokenOutput(baseline->layout, longest);
+    report.candidate =
+        Curve(lengths, (*c)->Buffer(*out), baseline->reference.data(), out->count / longest);
   }
-  const int64_t per_token = out->count / longest;
-  const double* ref = arms[0].client->Result(*out);
-  PrecisionReport report;
-  report.baseline = Curve(lengths, arms[1].client->Buffer(*out), ref, per_token);
-  report.candidate = setup.candidate_runner_identical
-                         ? report.baseline
-                         : Curve(lengths, arms[2].client->Buffer(*out), ref, per_token);
-  const std::string same_runner =
-      setup.candidate_runner_identical
-          ? "; the candidate's runner is byte-identical to the baseline's: its errors are the "
-            "baseline's, not computed again"
-          : "";
+  std::string notes;
+  if (setup.candidate_runner_identical) {
+    notes =
+        "; the candidate's runner is byte-identical to the baseline's: its errors are the "
+        "baseline's, not computed again";
+  }
+  if (reused) {
+    absl::StrAppend(&notes,
+                    "; the baseline's inputs, reference and errors are this node's from an "
+                    "earlier sweep with a byte-identical baseline runner");
+  }
 
   const double growth_limit =
       suite.max_growth_vs_baseline() > 0 ? suite.max_growth_vs_baseline() : 2.0;
@@ -202,8 +252,7 @@ PrecisionReport RunPrecisionSuite(const v1::PrecisionSuite& suite, const Precisi
       report.message = absl::StrFormat(
           "%s: rel_rms %.2e at %d tokens exceeds the bound %.1e (candidate vs baseline by "
           "length: %s%s)",
-          suite.name(), report.candidate.rel_rms[i], lengths[i], suite.max_rel_rms(), curve,
-          same_runner);
+          suite.name(), report.candidate.rel_rms[i], lengths[i], suite.max_rel_rms(), curve, notes);
       return report;
     }
   }
@@ -215,13 +264,13 @@ PrecisionReport RunPrecisionSuite(const v1::PrecisionSuite& suite, const Precisi
     report.message = absl::StrFormat(
         "%s: at %d tokens the candidate's error %.2e is %.1fx the baseline's %.2e (limit "
         "%.1fx), though under the absolute bound %.1e: a precision loss a short-context test "
-        "misses (candidate vs baseline by length: %s)",
+        "misses (candidate vs baseline by length: %s%s)",
         suite.name(), longest, report.candidate.rel_rms.back(), growth,
-        report.baseline.rel_rms.back(), growth_limit, suite.max_rel_rms(), curve);
+        report.baseline.rel_rms.back(), growth_limit, suite.max_rel_rms(), curve, notes);
     return report;
   }
   report.message = absl::StrFormat("%s: within %.1e and %.1fx of the baseline (%s%s)", suite.name(),
-                                   suite.max_rel_rms(), growth_limit, curve, same_runner);
+                                   suite.max_rel_rms(), growth_limit, curve, notes);
   return report;
 }
 

@@ -42,6 +42,8 @@ struct PrecisionReport {
   v1::PrecisionCurve ToProto(const v1::PrecisionSuite& suite) const;
 };
 
+class PrecisionBaselineCache;
+
 struct PrecisionSetup {
   ProcessLauncher* launcher = nullptr;
   std::string baseline_dir;
@@ -53,6 +55,12 @@ struct PrecisionSetup {
   // the baseline's (harness/identity): its arm is not run, and its errors
   // are the baseline's, the same program's on the same inputs.
   bool candidate_runner_identical = false;
+  // With both set, the baseline's half of the sweep (inputs, fp64
+  // reference, the baseline's errors) is taken from `baselines` (not owned)
+  // when it holds `baseline_key` (PrecisionBaselineKey of the baseline
+  // runner's digest and the suite), and kept there otherwise.
+  PrecisionBaselineCache* baselines = nullptr;
+  std::string baseline_key;
 };
 
 PrecisionReport RunPrecisionSuite(const v1::PrecisionSuite& suite, const PrecisionSetup& setup);

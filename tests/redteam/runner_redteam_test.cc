@@ -14,12 +14,14 @@
 #include "gtest/gtest.h"
 #include "harness/process/launcher.h"
 #include "harness/runner/kernel_check.h"
+#include "harness/runner/precision_baseline_cache.h"
 #include "harness/runner/precision_suite.h"
 
 namespace densegate::harness {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using Outcome = KernelCheckReport::Outcome;
 
 std::string Runfile(const std::string& path) {
@@ -148,7 +150,9 @@ TEST_F(RedTeamTest, TimedRepetitionsAgainstTheBaselinesResultCatchTricksToo) {
 }
 
 PrecisionReport Sweep(ProcessLauncher* launcher, const std::string& reference_dir,
-                      const std::string& trick, bool candidate_runner_identical = false) {
+                      const std::string& trick, bool candidate_runner_identical = false,
+                      PrecisionBaselineCache* baselines = nullptr,
+                      const std::string& baseline_key = "") {
   v1::PrecisionSuite suite;
   suite.set_name("decode-long");
   suite.set_op("kda_decode");
@@ -164,6 +168,8 @@ PrecisionReport Sweep(ProcessLauncher* launcher, const std::string& reference_di
   setup.candidate_dir = MakeDir("sweep-" + trick, "tests/redteam/evil_runner", trick);
   setup.log_prefix = setup.candidate_dir + "/log";
   setup.candidate_runner_identical = candidate_runner_identical;
+  setup.baselines = baselines;
+  setup.baseline_key = baseline_key;
   return RunPrecisionSuite(suite, setup);
 }
 
@@ -206,6 +212,40 @@ TEST_F(RedTeamTest, ACandidateRunnerIdenticalToTheBaselinesIsNotSweptAgain) {
   const std::string logs = absl::StrCat(std::getenv("TEST_TMPDIR"), "/sweep-tf32/log");
   EXPECT_TRUE(std::filesystem::exists(logs + "-baseline.err"));
   EXPECT_FALSE(std::filesystem::exists(logs + "-candidate.err"));
+}
+
+// A node keeps the baseline's half of a sweep for the next candidate against
+// the same baseline runner: that sweep starts only the candidate's runner,
+// on the same inputs against the same reference, and still rejects TF32.
+TEST_F(RedTeamTest, ALaterSweepAgainstTheSameBaselineRunnerRunsOnlyTheCandidate) {
+  PrecisionBaselineCache baselines(int64_t{1} << 30);
+  auto logs = [](const std::string& trick) {
+    return absl::StrCat(std::getenv("TEST_TMPDIR"), "/sweep-", trick, "/log");
+  };
+  PrecisionReport honest = Sweep(launcher_.get(), reference_dir_, "none", false, &baselines, "k");
+  ASSERT_EQ(honest.outcome, PrecisionReport::Outcome::kPassed) << honest.message;
+  EXPECT_THAT(honest.message, Not(HasSubstr("earlier sweep")));
+  EXPECT_TRUE(std::filesystem::exists(logs("none") + "-reference.err"));
+  EXPECT_TRUE(std::filesystem::exists(logs("none") + "-baseline.err"));
+  EXPECT_EQ(baselines.entries(), 1);
+
+  PrecisionReport tf32 = Sweep(launcher_.get(), reference_dir_, "tf32", false, &baselines, "k");
+  EXPECT_EQ(tf32.outcome, PrecisionReport::Outcome::kFailed) << tf32.message;
+  EXPECT_THAT(tf32.message, HasSubstr("the baseline's"));
+  EXPECT_THAT(tf32.message, HasSubstr("earlier sweep with a byte-identical baseline runner"));
+  EXPECT_EQ(tf32.baseline.rel_rms, honest.baseline.rel_rms);
+  EXPECT_EQ(tf32.baseline.max_abs_err, honest.baseline.max_abs_err);
+  EXPECT_GT(tf32.candidate.rel_rms.back(), 10 * tf32.baseline.rel_rms.back());
+  EXPECT_FALSE(std::filesystem::exists(logs("tf32") + "-reference.err"));
+  EXPECT_FALSE(std::filesystem::exists(logs("tf32") + "-baseline.err"));
+  EXPECT_TRUE(std::filesystem::exists(logs("tf32") + "-candidate.err"));
+
+  // Another baseline runner (another key) draws and computes its own.
+  PrecisionReport other = Sweep(launcher_.get(), reference_dir_, "none", false, &baselines, "k2");
+  ASSERT_EQ(other.outcome, PrecisionReport::Outcome::kPassed) << other.message;
+  EXPECT_TRUE(std::filesystem::exists(logs("none") + "-reference.err"));
+  EXPECT_NE(other.baseline.rel_rms, honest.baseline.rel_rms);
+  EXPECT_EQ(baselines.entries(), 2);
 }
 
 }  // namespace
