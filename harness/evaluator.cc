@@ -878,11 +878,7 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
                           kept_unsteady, gate_input_.params.max_pairs);
   }
   SummarizeCounters();
-  std::string traces;
-  {
-    HostLock::Guard unmeasured(options_.host_lock, HostLock::Mode::kShared);
-    traces = Traces();
-  }
+  const std::string traces = Traces();
   if (!traces.empty()) absl::StrAppend(&summary, "; ", traces);
   micro.End(regressed ? v1::STAGE_FAILED : v1::STAGE_PASSED, summary);
   if (has_micro && has_e2e) {
@@ -1092,6 +1088,9 @@ std::string Evaluation::Traces() {
   std::vector<std::string> notes;
   for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
     if (b.trace_arg().empty() || unchanged_.count(b.name()) || !InScope(b)) continue;
+    // Unmeasured work, beside other nodes' (and no wait for the lock when
+    // there is nothing to trace).
+    HostLock::Guard unmeasured(options_.host_lock, HostLock::Mode::kShared);
     std::filesystem::create_directories(dir, ec);
     for (bool candidate : {false, true}) {
       const std::string arm = candidate ? "candidate" : "baseline";

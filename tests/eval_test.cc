@@ -7,10 +7,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -38,8 +42,10 @@ void Sh(const std::string& cmd) { ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
 class Recorder : public EvalListener {
  public:
   void OnStage(const v1::Stage& s) override {
+    if (on_stage) on_stage(s);
     if (s.status() != v1::STAGE_RUNNING) finished.push_back(s);
   }
+  std::function<void(const v1::Stage&)> on_stage;
   void OnProgress(const v1::Progress& p) override { progress.push_back(p); }
   std::vector<v1::Stage> finished;
   std::vector<v1::Progress> progress;
@@ -81,6 +87,7 @@ class EvalTest : public ::testing::Test {
     options.software_version = "test";
     options.machine_probe = probe;
     options.precision_baselines = precision_baselines_;
+    options.host_lock = host_lock_;
     Evaluator evaluator(options, launcher_.get());
     EvalRequest request;
     request.repo = repo_;
@@ -123,6 +130,8 @@ class EvalTest : public ::testing::Test {
   v1::PriorMeasurement prior_;
   // EvaluatorOptions::precision_baselines of every Eval().
   PrecisionBaselineCache* precision_baselines_ = nullptr;
+  // EvaluatorOptions::host_lock of every Eval().
+  HostLock* host_lock_ = nullptr;
 };
 
 constexpr char kFastChecksum[] = R"(#pragma once
@@ -309,6 +318,55 @@ TEST_F(EvalTest, APrecisionSweepsBaselineHalfIsComputedOncePerBaselineRunner) {
   EXPECT_THAT(sweep(next), HasSubstr("STAGE_PASSED"));
   EXPECT_THAT(sweep(next), Not(HasSubstr(reused)));
   EXPECT_EQ(baselines.entries(), 2);
+}
+
+// A benchmark stage with nothing to measure (so nothing to trace) needs no
+// turn on the machine: here another node holds the host lock exclusively
+// from the moment the stage starts, and the evaluation still ends. (Before,
+// it waited for that node's measurement to end, up to a serving pair.)
+TEST_F(EvalTest, ABenchmarkStageWithNothingToMeasureDoesNotWaitForTheHostLock) {
+  nlohmann::json manifest = nlohmann::json::parse(std::ifstream(repo_ + "/densegate.json"));
+  manifest["benchmarks"][0]["skip_when_identical"] = true;
+  Write("densegate.json", manifest.dump(2));
+  Commit("identical benchmarks are not measured");
+  Commit("nothing changed");
+  const std::string path = Tmp() + "/host-lock-" + name_;
+  absl::StatusOr<std::unique_ptr<HostLock>> ours = HostLock::Open(path);
+  absl::StatusOr<std::unique_ptr<HostLock>> other_node = HostLock::Open(path);
+  ASSERT_TRUE(ours.ok() && other_node.ok());
+  host_lock_ = ours->get();
+  std::mutex mu;
+  std::condition_variable cv;
+  bool held = false, evaluated = false;
+  recorder_.on_stage = [&](const v1::Stage& s) {
+    if (s.kind() == v1::MICROBENCHMARK && s.status() == v1::STAGE_RUNNING) {
+      ASSERT_TRUE((*other_node)->TryAcquire(HostLock::Mode::kExclusive));
+      std::lock_guard<std::mutex> l(mu);
+      held = true;
+    }
+  };
+  // Lets go after a minute at most, so that a regression fails instead of
+  // hanging.
+  std::thread release([&] {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait_for(l, std::chrono::seconds(60), [&] { return evaluated; });
+    (*other_node)->Release();
+    held = false;
+  });
+  EvalOutcome o = Eval(v1::NO_REGRESSION);
+  bool still_held;
+  {
+    std::lock_guard<std::mutex> l(mu);
+    still_held = held;
+    evaluated = true;
+  }
+  cv.notify_all();
+  release.join();
+  EXPECT_TRUE(still_held) << "the evaluation waited for the other node's exclusive hold";
+  EXPECT_EQ(o.verdict.decision(), v1::ACCEPT) << Reasons(o.verdict);
+  const v1::Stage* stage = BenchmarkStage(o.verdict);
+  ASSERT_NE(stage, nullptr);
+  EXPECT_THAT(stage->summary(), HasSubstr("not measured"));
 }
 
 // Call 0 warms the probe; then each pair calls it 3 times (the fixture has
