@@ -15,9 +15,18 @@
 // `densegate node` does). The queue is filled through the store before
 // timing.
 //
+// BM_RpcFloor: what the RPC layer alone allows on this machine, for reading
+// the dispatch rate against. The same closed loop of unary calls from N
+// client threads to a server with the scheduler's builder settings whose
+// Heartbeat does nothing, `sync` (the API the scheduler uses) and
+// `callback` side by side; cpu_us is the process's CPU time (client and
+// server together) per call.
+//
 // BM_Heartbeats: 1,000 nodes, each holding a lease and heartbeating every
 // 10 s (100 beats/s, spread evenly, open loop from 8 sender threads) for
 // 20 s; counters are the latency percentiles of the Heartbeat RPC in ms.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -220,6 +229,85 @@ void BM_Dispatch(benchmark::State& state, bool postgres, bool claim_next) {
   state.SetItemsProcessed(dispatched);
 }
 
+// Heartbeat answers at once; nothing else is served.
+class SyncNoOp final : public v1::NodeService::Service {
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*,
+                         v1::HeartbeatResponse*) override {
+    return grpc::Status::OK;
+  }
+};
+
+class CallbackNoOp final : public v1::NodeService::CallbackService {
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx, const v1::HeartbeatRequest*,
+                                      v1::HeartbeatResponse*) override {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+};
+
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+struct RpcFloorServer {
+  std::unique_ptr<grpc::Service> service;
+  std::unique_ptr<grpc::Server> server;
+  std::shared_ptr<grpc::Channel> channel;
+  double cpu_start = 0;
+};
+RpcFloorServer* g_floor = nullptr;
+
+void BM_RpcFloor(benchmark::State& state, bool callback) {
+  if (state.thread_index() == 0) {
+    auto f = std::make_unique<RpcFloorServer>();
+    if (callback) {
+      f->service = std::make_unique<CallbackNoOp>();
+    } else {
+      f->service = std::make_unique<SyncNoOp>();
+    }
+    // The scheduler's settings (scheduler/server.cc).
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 4);
+    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 16);
+    builder.RegisterService(f->service.get());
+    f->server = builder.BuildAndStart();
+    if (f->server == nullptr) {
+      state.SkipWithError("the server did not start");
+    } else {
+      f->channel =
+          grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+      f->cpu_start = ProcessCpuSeconds();
+    }
+    g_floor = f.release();  // Outlives the other threads' last call.
+  }
+  std::unique_ptr<v1::NodeService::Stub> stub;
+  for (auto _ : state) {
+    if (g_floor->server == nullptr) break;
+    if (stub == nullptr) stub = v1::NodeService::NewStub(g_floor->channel);
+    v1::HeartbeatRequest hb;
+    hb.set_node_id("node");
+    hb.set_lease_id("lease");
+    v1::HeartbeatResponse resp;
+    grpc::ClientContext ctx;
+    if (grpc::Status s = stub->Heartbeat(&ctx, hb, &resp); !s.ok()) {
+      state.SkipWithError(s.error_message().c_str());
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+  if (state.thread_index() == 0 && g_floor->server != nullptr) {
+    // Thread 0 finishes with the others (the loop's end is a barrier).
+    state.counters["cpu_us"] = benchmark::Counter((ProcessCpuSeconds() - g_floor->cpu_start) * 1e6 /
+                                                  (state.iterations() * state.threads()));
+    g_floor->server->Shutdown();
+  }
+}
+
 void BM_Heartbeats(benchmark::State& state, bool postgres) {
   if (postgres && results::testing::PostgresUrlFromEnv().empty()) {
     state.SkipWithError("DENSEGATE_PG_URL not set: eval \"$(tools/pg_cluster.sh start)\"");
@@ -289,6 +377,14 @@ void BM_Heartbeats(benchmark::State& state, bool postgres) {
 
 void Register() {
   constexpr int kJobs = 12000;
+  for (bool callback : {false, true}) {
+    benchmark::RegisterBenchmark(
+        absl::StrCat("BM_RpcFloor/", callback ? "callback" : "sync").c_str(), BM_RpcFloor, callback)
+        ->Threads(8)
+        ->Iterations(20000 / 8)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
   for (bool postgres : {false, true}) {
     const char* backend = postgres ? "postgresql" : "sqlite";
     for (int nodes : {1, 8}) {
