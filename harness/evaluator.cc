@@ -418,22 +418,23 @@ absl::StatusOr<bool> Evaluation::Precision() {
     setup.log_prefix = LogPath("precision-" + suite.name());
     setup.cpus = options_.cpus;
     setup.salt = request_.seed;
+    // Each arm's runner and everything it reads, as one digest (each file
+    // read once): equal digests mean a runner the candidate did not change
+    // (a comment, or a change to the runtime only), which would compute the
+    // baseline's errors again; the baseline's keys its kept baseline half.
+    // An unreadable runner gets neither.
     v1::BenchmarkSpec runner;
     runner.set_command(suite.runner());
-    if (options_.precision_baselines != nullptr) {
-      // Unreadable runner: no key, the sweep computes its own baseline half.
-      if (absl::StatusOr<std::string> digest =
-              BenchmarkInputsDigest(runner, checkout_.baseline_dir);
-          digest.ok()) {
-        setup.baselines = options_.precision_baselines;
-        setup.baseline_key = PrecisionBaselineKey(*digest, suite);
-      }
+    const absl::StatusOr<std::string> baseline_runner =
+        BenchmarkInputsDigest(runner, checkout_.baseline_dir);
+    const absl::StatusOr<std::string> candidate_runner =
+        BenchmarkInputsDigest(runner, checkout_.candidate_dir);
+    setup.candidate_runner_identical =
+        baseline_runner.ok() && candidate_runner.ok() && *baseline_runner == *candidate_runner;
+    if (options_.precision_baselines != nullptr && baseline_runner.ok()) {
+      setup.baselines = options_.precision_baselines;
+      setup.baseline_key = PrecisionBaselineKey(*baseline_runner, suite);
     }
-    // A runner the candidate did not change would compute the baseline's
-    // errors again (a comment, or a change to the runtime only).
-    absl::StatusOr<InputComparison> same =
-        CompareBenchmarkInputs(runner, checkout_.baseline_dir, checkout_.candidate_dir);
-    setup.candidate_runner_identical = same.ok() && same->identical;
     PrecisionReport r = RunPrecisionSuite(suite, setup);
     WritePrecisionCurve(request_.out_dir, suite.name(), r.ToJson(suite));
     if (!r.baseline.lengths.empty() || !r.candidate.lengths.empty()) {

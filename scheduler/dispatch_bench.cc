@@ -53,6 +53,9 @@ struct Fixture {
   std::unique_ptr<SchedulerServer> server;
   std::shared_ptr<grpc::Channel> channel;
   std::vector<std::string> node_ids;
+  // BM_RpcFloor's no-op server, in place of `db` and `server`.
+  std::unique_ptr<grpc::Service> noop_service;
+  std::unique_ptr<grpc::Server> noop_server;
 };
 
 // Kept until every benchmark has run (benchmark threads may still use one
@@ -252,21 +255,14 @@ double ProcessCpuSeconds() {
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
-struct RpcFloorServer {
-  std::unique_ptr<grpc::Service> service;
-  std::unique_ptr<grpc::Server> server;
-  std::shared_ptr<grpc::Channel> channel;
-  double cpu_start = 0;
-};
-RpcFloorServer* g_floor = nullptr;
-
 void BM_RpcFloor(benchmark::State& state, bool callback) {
+  double cpu_start = 0;
   if (state.thread_index() == 0) {
-    auto f = std::make_unique<RpcFloorServer>();
+    auto f = std::make_unique<Fixture>();
     if (callback) {
-      f->service = std::make_unique<CallbackNoOp>();
+      f->noop_service = std::make_unique<CallbackNoOp>();
     } else {
-      f->service = std::make_unique<SyncNoOp>();
+      f->noop_service = std::make_unique<SyncNoOp>();
     }
     // The scheduler's settings (scheduler/server.cc).
     grpc::ServerBuilder builder;
@@ -274,21 +270,26 @@ void BM_RpcFloor(benchmark::State& state, bool callback) {
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
     builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 4);
     builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 16);
-    builder.RegisterService(f->service.get());
-    f->server = builder.BuildAndStart();
-    if (f->server == nullptr) {
+    builder.RegisterService(f->noop_service.get());
+    f->noop_server = builder.BuildAndStart();
+    g_fixture = nullptr;
+    if (f->noop_server == nullptr) {
       state.SkipWithError("the server did not start");
     } else {
       f->channel =
           grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
-      f->cpu_start = ProcessCpuSeconds();
+      Fixtures().push_back(std::move(f));
+      g_fixture = Fixtures().back().get();
+      cpu_start = ProcessCpuSeconds();
     }
-    g_floor = f.release();  // Outlives the other threads' last call.
   }
   std::unique_ptr<v1::NodeService::Stub> stub;
   for (auto _ : state) {
-    if (g_floor->server == nullptr) break;
-    if (stub == nullptr) stub = v1::NodeService::NewStub(g_floor->channel);
+    if (g_fixture == nullptr) {
+      state.SkipWithError("setup failed");
+      break;
+    }
+    if (stub == nullptr) stub = v1::NodeService::NewStub(g_fixture->channel);
     v1::HeartbeatRequest hb;
     hb.set_node_id("node");
     hb.set_lease_id("lease");
@@ -300,11 +301,11 @@ void BM_RpcFloor(benchmark::State& state, bool callback) {
     }
   }
   state.SetItemsProcessed(state.iterations());
-  if (state.thread_index() == 0 && g_floor->server != nullptr) {
+  if (state.thread_index() == 0 && g_fixture != nullptr) {
     // Thread 0 finishes with the others (the loop's end is a barrier).
-    state.counters["cpu_us"] = benchmark::Counter((ProcessCpuSeconds() - g_floor->cpu_start) * 1e6 /
+    state.counters["cpu_us"] = benchmark::Counter((ProcessCpuSeconds() - cpu_start) * 1e6 /
                                                   (state.iterations() * state.threads()));
-    g_floor->server->Shutdown();
+    g_fixture->noop_server->Shutdown();
   }
 }
 

@@ -296,6 +296,8 @@ TEST_F(EvalTest, APrecisionSweepsBaselineHalfIsComputedOncePerBaselineRunner) {
   EvalOutcome first = Eval(v1::NO_REGRESSION);
   EXPECT_THAT(sweep(first), HasSubstr("STAGE_PASSED"));
   EXPECT_THAT(sweep(first), Not(HasSubstr(reused)));
+  // The candidate left the runner alone: its arm is not run.
+  EXPECT_THAT(sweep(first), HasSubstr("byte-identical to the baseline's"));
   EXPECT_EQ(baselines.entries(), 1);
 
   // The baseline is now "candidate 1": another commit, the same runner.
