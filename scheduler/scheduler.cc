@@ -361,6 +361,8 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
       return Invalid("node_id and lease_id are required");
     }
     absl::Status st;
+    std::optional<v1::Lease> next;
+    bool claimed_with_verdict = false;
     switch (req->outcome_case()) {
       case v1::FinishLeaseRequest::kVerdict: {
         // The node's sample ids are local to its run: the verdict lists the
@@ -388,7 +390,24 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
           }
         }
         for (int64_t id : ids) verdict.mutable_provenance()->add_sample_ids(id);
-        st = s_->store_->FinishLease(lease, verdict);
+        // An active node's next claim goes with the verdict (one store call;
+        // on PostgreSQL one round trip). A merge-queue verdict first lets the
+        // merge queue queue its re-measure, and a due calibration goes
+        // through ClaimFor; so does a node that is not ACTIVE.
+        if (req->claim_next() && !merge_queue &&
+            !s_->PeriodicCalibrationDue(lease.node_id, /*start=*/false)) {
+          const absl::Time start = absl::Now();
+          absl::StatusOr<results::NextClaim> claimed =
+              s_->store_->FinishLeaseAndClaimNext(lease, verdict, s_->options_.lease_duration);
+          st = claimed.status();
+          if (claimed.ok() && claimed->node_state == v1::ACTIVE) {
+            s_->RecordClaim(absl::ToDoubleSeconds(absl::Now() - start), claimed->lease ? 1 : 0);
+            next = std::move(claimed->lease);
+            claimed_with_verdict = true;
+          }
+        } else {
+          st = s_->store_->FinishLease(lease, verdict);
+        }
         // Kept after a failure: the node may retry (or the lease expires).
         if (st.ok()) s_->ForgetLease(lease.lease_id);
         if (st.ok() && verdict.decision() >= 0 && verdict.decision() < 4) {
@@ -431,11 +450,16 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
     }
     s_->Notify();
     if (!st.ok()) return ToGrpc(st);
-    if (req->claim_next()) {
+    if (claimed_with_verdict) {
+      if (next.has_value()) {
+        s_->Grant(&*next);
+        *resp->mutable_next_lease() = *std::move(next);
+      }
+    } else if (req->claim_next()) {
       // The outcome stands whatever happens here: a failed claim leaves the
       // reply without a lease, and the node's next Synchronize meets it.
-      absl::StatusOr<std::optional<v1::Lease>> next = s_->ClaimFor(lease.node_id);
-      if (next.ok() && next->has_value()) *resp->mutable_next_lease() = *std::move(*next);
+      absl::StatusOr<std::optional<v1::Lease>> claimed = s_->ClaimFor(lease.node_id);
+      if (claimed.ok() && claimed->has_value()) *resp->mutable_next_lease() = *std::move(*claimed);
     }
     return Status::OK;
   }
@@ -594,7 +618,7 @@ absl::StatusOr<std::optional<v1::Lease>> Scheduler::ClaimFor(const std::string& 
   // noise is within the budget.
   if (node->state() == v1::CALIBRATING ||
       (node->state() == v1::QUARANTINED && RecalibrationDue(node->id())) ||
-      (node->state() == v1::ACTIVE && PeriodicCalibrationDue(node->id()))) {
+      (node->state() == v1::ACTIVE && PeriodicCalibrationDue(node->id(), /*start=*/true))) {
     absl::StatusOr<int64_t> job = store_->EnqueueCalibration(node->id(), options_.max_attempts);
     if (!job.ok() && job.status().code() != absl::StatusCode::kAlreadyExists) {
       return job.status();
@@ -618,15 +642,19 @@ absl::StatusOr<std::optional<v1::Lease>> Scheduler::ClaimFor(const std::string& 
     (void)store_->FailLease({lease.id(), node->id()}, "node not calibrated yet");
     return std::nullopt;
   }
-  lease.set_heartbeat_interval_s(options_.heartbeat_interval_s);
-  if (lease.job_kind() == v1::EVALUATION) {
-    const v1::Candidate& c = lease.evaluation().candidate();
-    absl::MutexLock l(&mu_);
-    granted_leases_[lease.id()] = {
-        lease.evaluation().id(), {}, !c.target_branch().empty() || !c.remeasure_of().empty()};
-  }
-  AttachPrior(&lease);
+  Grant(&lease);
   return std::move(lease);
+}
+
+void Scheduler::Grant(v1::Lease* lease) {
+  lease->set_heartbeat_interval_s(options_.heartbeat_interval_s);
+  if (lease->job_kind() == v1::EVALUATION) {
+    const v1::Candidate& c = lease->evaluation().candidate();
+    absl::MutexLock l(&mu_);
+    granted_leases_[lease->id()] = {
+        lease->evaluation().id(), {}, !c.target_branch().empty() || !c.remeasure_of().empty()};
+  }
+  AttachPrior(lease);
 }
 
 void Scheduler::AdvanceMerges() {
@@ -791,7 +819,9 @@ std::string Scheduler::RenderMetrics() {
     line(absl::StrCat("densegate_verdicts_total{decision=\"",
                       absl::AsciiStrToLower(v1::Decision_Name(d)), "\"} ", verdicts_[d].load()));
   }
-  line("# HELP densegate_claim_latency_seconds Store claim latency of Synchronize calls.");
+  line(
+      "# HELP densegate_claim_latency_seconds Store claim latency (a claim that "
+      "goes with a verdict includes writing the verdict).");
   line("# TYPE densegate_claim_latency_seconds histogram");
   int64_t cumulative = 0;
   for (size_t b = 0; b <= std::size(kLatencyBuckets); ++b) {
@@ -833,11 +863,11 @@ bool Scheduler::RecalibrationDue(const std::string& node_id) {
   return true;
 }
 
-bool Scheduler::PeriodicCalibrationDue(const std::string& node_id) {
+bool Scheduler::PeriodicCalibrationDue(const std::string& node_id, bool start) {
   absl::MutexLock l(&mu_);
   auto [it, unseen] = last_calibration_.try_emplace(node_id, absl::Now());
   if (unseen || absl::Now() - it->second < options_.calibration_period) return false;
-  it->second = absl::Now();
+  if (start) it->second = absl::Now();
   return true;
 }
 

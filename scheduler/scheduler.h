@@ -107,6 +107,9 @@ class Scheduler {
   // when one is due, else the next gate job its dimensions match. Empty when
   // nothing is queued for it, or it is quarantined.
   absl::StatusOr<std::optional<v1::Lease>> ClaimFor(const std::string& node_id);
+  // Readies a claimed lease for its node: the heartbeat interval, what the
+  // verdict will need (granted_leases_), and the prior measurement.
+  void Grant(v1::Lease* lease);
   // A re-measure's lease gets the digests and samples of the evaluation it
   // re-measures (v1::PriorMeasurement); the node decides whether they stand.
   void AttachPrior(v1::Lease* lease);
@@ -119,8 +122,9 @@ class Scheduler {
   void RecordClaim(double seconds, size_t leases);
   // Whether a quarantined node may recalibrate now (and records it).
   bool RecalibrationDue(const std::string& node_id);
-  // Whether an active node's periodic calibration is due (and records it).
-  bool PeriodicCalibrationDue(const std::string& node_id);
+  // Whether an active node's periodic calibration is due; `start`: and
+  // records that it starts now.
+  bool PeriodicCalibrationDue(const std::string& node_id, bool start);
   // Drops what this process keeps about a lease that ended without a verdict.
   void ForgetLease(const std::string& lease_id);
   // Live progress of the evaluation a lease works on.

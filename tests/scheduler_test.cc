@@ -706,10 +706,13 @@ TEST_P(SchedulerOnEachStore, BisectFindsTheCommitThatSlowedTheMetric) {
               HasSubstr("culprit " + slow.substr(0, 12)));
 }
 
-// FinishLease with claim_next hands the node its next job in the reply; a
-// refused finish claims nothing, and with nothing queued the reply is empty.
+// FinishLease with claim_next hands the node its next job in the reply,
+// after calibration noise and after a verdict (the store's
+// FinishLeaseAndClaimNext); a refused finish claims nothing, and with
+// nothing queued the reply is empty.
 TEST_P(SchedulerOnEachStore, AFinishCanClaimTheNodesNextJobWhoseProgressReachesWatchers) {
   Branch("comment", "echo '// a comment' >> checksum.h");
+  Branch("other", "echo '// other' >> bench.cc");
   StartServer();
   auto nodes = NodeStub();
   const std::string holder = RegisterSimulatedNode(*nodes, "holder");
@@ -790,10 +793,22 @@ TEST_P(SchedulerOnEachStore, AFinishCanClaimTheNodesNextJobWhoseProgressReachesW
     reader->Finish();
   }
 
-  v1::FinishLeaseResponse idle;
-  ASSERT_TRUE(FinishWithVerdict(*nodes, holder, next, v1::REJECT, &idle).ok());
-  EXPECT_FALSE(idle.has_next_lease());  // The intruder's calibration is pinned to it.
+  v1::SubmitResponse later;
+  ASSERT_TRUE(Submit("ci-token-0001", "other", v1::CI, &later).ok());
+  v1::FinishLeaseResponse rejected;
+  ASSERT_TRUE(FinishWithVerdict(*nodes, holder, next, v1::REJECT, &rejected).ok());
   EXPECT_EQ(Get(queued.evaluation().id()).state(), v1::FINISHED);
+  ASSERT_TRUE(rejected.has_next_lease());
+  const v1::Lease& after_verdict = rejected.next_lease();
+  EXPECT_EQ(after_verdict.job_kind(), v1::EVALUATION);
+  EXPECT_EQ(after_verdict.evaluation().id(), later.evaluation().id());
+  EXPECT_GT(after_verdict.heartbeat_interval_s(), 0);
+  EXPECT_EQ(Get(later.evaluation().id()).state(), v1::RUNNING);
+
+  v1::FinishLeaseResponse idle;
+  ASSERT_TRUE(FinishWithVerdict(*nodes, holder, after_verdict, v1::REJECT, &idle).ok());
+  EXPECT_FALSE(idle.has_next_lease());  // The intruder's calibration is pinned to it.
+  EXPECT_EQ(Get(later.evaluation().id()).state(), v1::FINISHED);
 }
 
 // An accepted candidate's verdict moves the merge queue at once: when it

@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,15 @@ struct ReclaimedLease {
   int32_t attempts = 0;
   // QUEUED (retried) or DEAD (attempts exhausted).
   v1::EvaluationState new_state = v1::EVALUATION_STATE_UNSPECIFIED;
+};
+
+// What FinishLeaseAndClaimNext found and claimed after writing the verdict.
+struct NextClaim {
+  // The lease's node as the call found it.
+  v1::NodeState node_state = v1::NODE_STATE_UNSPECIFIED;
+  // The node's next lease; empty when node_state is not ACTIVE or no queued
+  // job matches the node's registered dimensions.
+  std::optional<v1::Lease> lease;
 };
 
 struct QueueCounts {
@@ -273,6 +283,14 @@ class Store {
   // be samples of this evaluation.
   virtual absl::Status FinishLease(const LeaseRef& lease,
                                    const v1::Verdict& verdict) = 0;
+  // FinishLease, then, when the lease's node is ACTIVE, one claim for it as
+  // ClaimJobs with its registered dimensions and max_jobs 1 would make. A
+  // failed finish claims nothing and returns FinishLease's error. On
+  // PostgreSQL both are one statement (one round trip instead of three with
+  // GetNode); elsewhere they are the three calls in turn.
+  virtual absl::StatusOr<NextClaim> FinishLeaseAndClaimNext(
+      const LeaseRef& lease, const v1::Verdict& verdict,
+      absl::Duration lease_duration) = 0;
   // Ends a live CALIBRATION lease: records the node's noise and new state.
   virtual absl::Status FinishCalibration(const LeaseRef& lease,
                                          double calibration_noise,

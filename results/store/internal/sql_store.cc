@@ -20,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "results/store/internal/schema.h"
 #include "results/store/internal/status_macros.h"
@@ -566,126 +567,17 @@ class SqlStore : public Store {
     const int64_t now = NowUs();
     const int64_t expires =
         now + absl::ToInt64Microseconds(request.lease_duration);
-    const v1::NodeDimensions& d = request.dimensions;
-    const int limit = std::min(request.max_jobs, kMaxClaim);
-    std::vector<SqlValue> args = {d.accelerator_kind(),
-                                  d.accelerator_count(),
-                                  d.accelerator_memory_bytes(),
-                                  d.fingerprint(),
-                                  request.node_id,
-                                  limit,
-                                  now,
-                                  expires};
-
-    struct Claimed {
-      int64_t job_id;
-      int kind;
-      std::string evaluation_id;
-      int attempts;
-      std::string lease_id;
-      int priority_class;
-      int priority;
-      int64_t created_at_us;
-      std::string candidate;
-    };
     std::vector<Claimed> claimed;
     // PostgreSQL: one statement, in autocommit mode (one round trip).
     const TxMode mode = pg_ ? TxMode::kSingleStatement : TxMode::kWrite;
     DG_RETURN_IF_ERROR(Run("ClaimJobs", mode, [&](SqlTx& tx) -> absl::Status {
-      claimed.clear();
-      if (pg_) {
-        // The limit is part of the text, not a parameter: PostgreSQL then
-        // knows the claim touches few rows and plans index lookups for the
-        // joins (its generic plan for LIMIT $n assumed many rows).
-        DG_ASSIGN_OR_RETURN(
-            SqlResult r,
-            tx.Exec(
-                absl::StrReplaceAll(kPgClaim,
-                                    {{"@LIMIT@", absl::StrCat(limit)}}),
-                {args[0], args[1], args[2], args[3], args[4], now, expires}));
-        for (const SqlRow& row : r.rows) {
-          claimed.push_back({row.Int(0), static_cast<int>(row.Int(1)),
-                             row.Text(2), static_cast<int>(row.Int(3)),
-                             row.Text(4), static_cast<int>(row.Int(5)),
-                             static_cast<int>(row.Int(6)), row.Int(7),
-                             row.Bytes(8)});
-        }
-        return absl::OkStatus();
-      }
-      // SQLite: the write transaction is exclusive, so select then update.
-      // (UPDATE ... WHERE id IN (SELECT ... LIMIT) RETURNING would build
-      // three temporary tables per claim.)
-      DG_ASSIGN_OR_RETURN(SqlResult r, tx.Exec(kSqliteClaim, args));
-      for (const SqlRow& row : r.rows) {
-        const int64_t job = row.Int(0);
-        const int attempts = static_cast<int>(row.Int(3)) + 1;
-        claimed.push_back({job, static_cast<int>(row.Int(1)), row.Text(2),
-                           attempts, absl::StrCat("lease-", job, "-", attempts),
-                           static_cast<int>(row.Int(4)),
-                           static_cast<int>(row.Int(5)), 0, ""});
-      }
-      for (Claimed& c : claimed) {
-        DG_RETURN_IF_ERROR(
-            tx.Exec("UPDATE jobs SET state = $2, attempts = $3, "
-                    "current_lease_id = $4, updated_at_us = $5 WHERE id = $1",
-                    {c.job_id, kJobLeased, c.attempts, c.lease_id, now})
-                .status());
-        DG_RETURN_IF_ERROR(
-            tx.Exec("INSERT INTO leases (id, job_id, job_kind, evaluation_id, "
-                    "node_id, attempt, state, granted_at_us, expires_at_us) "
-                    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                    {c.lease_id, c.job_id, c.kind,
-                     c.evaluation_id.empty() ? SqlValue()
-                                             : SqlValue(c.evaluation_id),
-                     request.node_id, c.attempts, kLeaseActive, now, expires})
-                .status());
-        if (c.evaluation_id.empty()) continue;
-        DG_RETURN_IF_ERROR(
-            tx.Exec("UPDATE evaluations SET state = $2, node_id = $3, attempt "
-                    "= $4, updated_at_us = $5 WHERE id = $1",
-                    {c.evaluation_id, static_cast<int>(v1::RUNNING),
-                     request.node_id, c.attempts, now})
-                .status());
-        DG_ASSIGN_OR_RETURN(
-            SqlResult e,
-            tx.Exec("SELECT e.created_at_us, c.proto FROM evaluations e JOIN "
-                    "candidates c ON c.id = e.candidate_id WHERE e.id = $1",
-                    {c.evaluation_id}));
-        if (e.rows.empty()) {
-          return absl::InternalError(absl::StrCat(
-              "job ", c.job_id, " names missing evaluation ", c.evaluation_id));
-        }
-        c.created_at_us = e.rows[0].Int(0);
-        c.candidate = e.rows[0].Bytes(1);
-      }
+      DG_ASSIGN_OR_RETURN(
+          claimed,
+          ClaimInTx(tx, request.node_id, request.dimensions,
+                    std::min(request.max_jobs, kMaxClaim), now, expires));
       return absl::OkStatus();
     }));
-    std::sort(
-        claimed.begin(), claimed.end(), [](const Claimed& a, const Claimed& b) {
-          return std::make_tuple(a.priority_class, -a.priority, a.job_id) <
-                 std::make_tuple(b.priority_class, -b.priority, b.job_id);
-        });
-    std::vector<v1::Lease> leases;
-    leases.reserve(claimed.size());
-    for (const Claimed& c : claimed) {
-      v1::Lease lease;
-      lease.set_id(c.lease_id);
-      lease.set_job_kind(static_cast<v1::JobKind>(c.kind));
-      *lease.mutable_expires_at() = ToProto(expires);
-      if (!c.evaluation_id.empty()) {
-        v1::Evaluation* e = lease.mutable_evaluation();
-        e->set_id(c.evaluation_id);
-        DG_ASSIGN_OR_RETURN(*e->mutable_candidate(),
-                            Parse<v1::Candidate>(c.candidate, "candidate"));
-        e->set_state(v1::RUNNING);
-        e->set_node_id(request.node_id);
-        e->set_attempt(c.attempts);
-        *e->mutable_created_at() = ToProto(c.created_at_us);
-        *e->mutable_updated_at() = ToProto(now);
-      }
-      leases.push_back(std::move(lease));
-    }
-    return leases;
+    return LeasesFrom(std::move(claimed), request.node_id, now, expires);
   }
 
   absl::StatusOr<LeaseRenewal> RenewLease(const LeaseRef& ref,
@@ -771,32 +663,8 @@ class SqlStore : public Store {
 
   absl::Status FinishLease(const LeaseRef& ref,
                            const v1::Verdict& verdict) override {
-    DG_RETURN_IF_ERROR(ValidateRef(ref));
-    if (verdict.decision() != v1::ACCEPT && verdict.decision() != v1::REJECT &&
-        verdict.decision() != v1::INCONCLUSIVE) {
-      return Invalid(absl::StrCat(
-          "verdict.decision must be ACCEPT, REJECT or INCONCLUSIVE, got ",
-          v1::Decision_Name(verdict.decision())));
-    }
-    absl::flat_hash_set<std::string> metrics;
-    for (const v1::MetricComparison& m : verdict.metrics()) {
-      if (m.metric().empty())
-        return Invalid("verdict.metrics has an empty metric name");
-      if (!metrics.insert(m.metric()).second) {
-        return Invalid(
-            absl::StrCat("verdict.metrics names '", m.metric(), "' twice"));
-      }
-    }
-    std::set<int64_t> sample_ids(verdict.provenance().sample_ids().begin(),
-                                 verdict.provenance().sample_ids().end());
     const int64_t now = NowUs();
-    // The stored verdict. Its evaluation_id and candidate_id are set from
-    // the indexed columns when read back.
-    v1::Verdict v = verdict;
-    if (!v.has_decided_at()) *v.mutable_decided_at() = ToProto(now);
-    if (v.provenance().node_id().empty()) {
-      v.mutable_provenance()->set_node_id(ref.node_id);
-    }
+    DG_ASSIGN_OR_RETURN(StoredVerdict v, PrepareVerdict(ref, verdict, now));
     if (pg_) {
       // One statement (autocommit, one round trip) when the lease is live and
       // the verdict consistent; otherwise the step-by-step transaction below
@@ -806,111 +674,79 @@ class SqlStore : public Store {
           Run("FinishLease", TxMode::kSingleStatement,
               [&](SqlTx& tx) -> absl::Status {
                 DG_ASSIGN_OR_RETURN(
-                    done, PgFinishInOneStatement(tx, ref, v, sample_ids, now));
+                    SqlResult r, tx.Exec(kPgFinish, PgFinishArgs(ref, v, now)));
+                done = r.rows.at(0).Int(0) == 1;
                 return absl::OkStatus();
               }));
       if (done) return absl::OkStatus();
     }
     return Run("FinishLease", TxMode::kWrite, [&](SqlTx& tx) -> absl::Status {
-      DG_ASSIGN_OR_RETURN(LeaseRow lease, LockLiveLease(tx, ref, now));
-      if (lease.job_kind != v1::EVALUATION) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "lease ", lease.id,
-            " is a calibration lease: end it with FinishCalibration"));
-      }
-      DG_ASSIGN_OR_RETURN(
-          SqlResult e,
-          tx.Exec("SELECT candidate_id FROM evaluations WHERE id = $1",
-                  {lease.evaluation_id}));
-      if (e.rows.empty()) {
-        return absl::InternalError(
-            absl::StrCat("lease ", lease.id, " names a missing evaluation"));
-      }
-      const std::string candidate_id = e.rows[0].Text(0);
-      if (!verdict.evaluation_id().empty() &&
-          verdict.evaluation_id() != lease.evaluation_id) {
-        return Invalid(absl::StrCat("verdict.evaluation_id ",
-                                    verdict.evaluation_id(),
-                                    " does not match lease ", lease.id,
-                                    " (evaluation ", lease.evaluation_id, ")"));
-      }
-      if (!verdict.candidate_id().empty() &&
-          verdict.candidate_id() != candidate_id) {
-        return Invalid(absl::StrCat(
-            "verdict.candidate_id ", verdict.candidate_id(),
-            " does not match the evaluation's candidate ", candidate_id));
-      }
-      if (!sample_ids.empty()) {
-        std::vector<int64_t> ids(sample_ids.begin(), sample_ids.end());
-        DG_ASSIGN_OR_RETURN(
-            SqlResult found,
-            tx.Exec(absl::StrCat("SELECT id FROM samples WHERE evaluation_id = "
-                                 "$1 AND id IN (",
-                                 IdListSelect(2), ")"),
-                    {lease.evaluation_id, IdList(ids)}));
-        if (found.rows.size() != ids.size()) {
-          std::set<int64_t> have;
-          for (const SqlRow& row : found.rows) have.insert(row.Int(0));
-          std::vector<int64_t> missing;
-          for (int64_t id : ids) {
-            if (!have.count(id)) missing.push_back(id);
-          }
-          return Invalid(absl::StrCat(
-              "verdict.provenance.sample_ids: ", missing.size(), " of ",
-              ids.size(), " ids are not samples of evaluation ",
-              lease.evaluation_id, " (first: ", missing.at(0),
-              "); a verdict must name the samples it was computed from"));
-        }
-      }
-      const int64_t decided = FromProto(v.decided_at());
-      const v1::Provenance& p = v.provenance();
-      int64_t seed = 0;
-      uint64_t useed = p.statistics_seed();
-      std::memcpy(&seed, &useed, sizeof(seed));
-      DG_RETURN_IF_ERROR(
-          tx.Exec(
-                "INSERT INTO verdicts (evaluation_id, candidate_id, lease_id, "
-                "decision, policy, manifest_hash, node_id, node_fingerprint, "
-                "software_version, statistics_seed, decided_at_us, proto) "
-                "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-                {lease.evaluation_id, candidate_id, lease.id,
-                 static_cast<int>(v.decision()), static_cast<int>(v.policy()),
-                 p.manifest_hash(), p.node_id(), p.node_fingerprint(),
-                 p.software_version(), seed, decided,
-                 Bytes{v.SerializeAsString()}})
-              .status());
-      if (!sample_ids.empty()) {
-        std::vector<int64_t> ids(sample_ids.begin(), sample_ids.end());
-        DG_RETURN_IF_ERROR(
-            tx.Exec(
-                  pg_ ? "INSERT INTO verdict_samples (evaluation_id, "
-                        "sample_id) "
-                        "SELECT CAST($1 AS TEXT), unnest(CAST($2 AS BIGINT[]))"
-                      : "INSERT INTO verdict_samples (evaluation_id, "
-                        "sample_id) "
-                        "SELECT $1, value FROM json_each($2)",
-                  {lease.evaluation_id, IdList(ids)})
-                .status());
-      }
-      for (const v1::MetricComparison& m : v.metrics()) {
-        DG_RETURN_IF_ERROR(
-            tx.Exec(
-                  "INSERT INTO metric_comparisons (evaluation_id, metric, "
-                  "unit, direction, is_primary, baseline, candidate, speedup, "
-                  "ci_low, ci_high, n_pairs, p_value, significant, "
-                  "flagged_for_review, decided_at_us, proto) VALUES ($1, $2, "
-                  "$3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, "
-                  "$16)",
-                  {lease.evaluation_id, m.metric(), m.unit(),
-                   static_cast<int>(m.direction()), m.primary() ? 1 : 0,
-                   m.baseline(), m.candidate(), m.speedup(), m.ci_low(),
-                   m.ci_high(), m.n_pairs(), m.p_value(),
-                   m.significant() ? 1 : 0, m.flagged_for_review() ? 1 : 0,
-                   decided, Bytes{m.SerializeAsString()}})
-                .status());
-      }
-      return EndLease(tx, lease, now, v1::FINISHED, "finished");
+      return FinishInTx(tx, ref, v, now);
     });
+  }
+
+  absl::StatusOr<NextClaim> FinishLeaseAndClaimNext(
+      const LeaseRef& ref, const v1::Verdict& verdict,
+      absl::Duration lease_duration) override {
+    if (lease_duration <= absl::ZeroDuration()) {
+      return Invalid("lease_duration must be positive");
+    }
+    const int64_t now = NowUs();
+    const int64_t expires = now + absl::ToInt64Microseconds(lease_duration);
+    DG_ASSIGN_OR_RETURN(StoredVerdict v, PrepareVerdict(ref, verdict, now));
+    NextClaim next;
+    std::vector<Claimed> claimed;
+    bool done = false;
+    if (pg_) {
+      // One statement (autocommit, one round trip) when the lease is live and
+      // the verdict consistent; otherwise the transaction below finds out
+      // what is wrong.
+      DG_RETURN_IF_ERROR(Run(
+          "FinishLeaseAndClaimNext", TxMode::kSingleStatement,
+          [&](SqlTx& tx) -> absl::Status {
+            claimed.clear();
+            std::vector<SqlValue> args = PgFinishArgs(ref, v, now);
+            args.push_back(expires);
+            DG_ASSIGN_OR_RETURN(SqlResult r, tx.Exec(PgFinishAndClaim(), args));
+            // One row per claimed job, or one without: whether the lease
+            // was finished, the node's state, then kPgClaim's columns.
+            const SqlRow& first = r.rows.at(0);
+            done = first.Int(0) == 1;
+            if (!first.IsNull(1)) {
+              next.node_state = static_cast<v1::NodeState>(first.Int(1));
+            }
+            for (const SqlRow& row : r.rows) {
+              if (!row.IsNull(2)) claimed.push_back(ClaimedFromRow(row, 2));
+            }
+            return absl::OkStatus();
+          }));
+    }
+    if (!done) {
+      DG_RETURN_IF_ERROR(
+          Run("FinishLeaseAndClaimNext", TxMode::kWrite,
+              [&](SqlTx& tx) -> absl::Status {
+                claimed.clear();
+                DG_RETURN_IF_ERROR(FinishInTx(tx, ref, v, now));
+                DG_ASSIGN_OR_RETURN(
+                    SqlResult n,
+                    tx.Exec("SELECT state, dimensions FROM nodes WHERE id = $1",
+                            {ref.node_id}));
+                if (n.rows.empty()) return absl::OkStatus();
+                next.node_state = static_cast<v1::NodeState>(n.rows[0].Int(0));
+                if (next.node_state != v1::ACTIVE) return absl::OkStatus();
+                DG_ASSIGN_OR_RETURN(v1::NodeDimensions d,
+                                    Parse<v1::NodeDimensions>(
+                                        n.rows[0].Bytes(1), "node dimensions"));
+                DG_ASSIGN_OR_RETURN(
+                    claimed, ClaimInTx(tx, ref.node_id, d, 1, now, expires));
+                return absl::OkStatus();
+              }));
+    }
+    DG_ASSIGN_OR_RETURN(
+        std::vector<v1::Lease> leases,
+        LeasesFrom(std::move(claimed), ref.node_id, now, expires));
+    if (!leases.empty()) next.lease = std::move(leases.front());
+    return next;
   }
 
   absl::Status FinishCalibration(const LeaseRef& ref, double noise,
@@ -1759,9 +1595,13 @@ class SqlStore : public Store {
       " AND (req_node_id = '' OR req_node_id = $5)"
       " ORDER BY priority_class, priority DESC, id LIMIT $6";
 
-  // See PgFinishInOneStatement. Lock order as everywhere: the lease, then
-  // the job, then the evaluation. Foreign keys to the new verdict are
-  // checked at the end of the statement.
+  // PostgreSQL's FinishLease in one round trip: ends the lease, the job and
+  // the evaluation and writes the verdict, its samples and comparisons, all
+  // only if the lease is live, held by the node ($2), an evaluation lease,
+  // and the verdict names its own evaluation, candidate and samples; counts
+  // the leases it ended (0: nothing written). Lock order as everywhere: the
+  // lease, then the job, then the evaluation. Foreign keys to the new
+  // verdict are checked at the end of the statement.
   static constexpr char kPgFinish[] =
       "WITH l AS ("
       " UPDATE leases SET state = 2, ended_at_us = $3, end_reason = 'finished'"
@@ -1775,7 +1615,7 @@ class SqlStore : public Store {
       " AND samples.evaluation_id = leases.evaluation_id))"
       " RETURNING id, job_id, evaluation_id),"
       " j AS (UPDATE jobs SET state = 3, updated_at_us = $3 FROM l"
-      " WHERE jobs.id = l.job_id),"
+      " WHERE jobs.id = l.job_id RETURNING jobs.id),"
       " e AS (UPDATE evaluations SET state = 3, updated_at_us = $3 FROM l"
       " WHERE evaluations.id = l.evaluation_id"
       " RETURNING evaluations.id, evaluations.candidate_id),"
@@ -1807,6 +1647,62 @@ class SqlStore : public Store {
       " AS m(metric, unit, direction, is_primary, baseline, candidate, speedup,"
       " ci_low, ci_high, n_pairs, p_value, significant, flagged, proto))"
       " SELECT count(*) FROM l";
+  // kPgFinish, then kPgClaim's claim of one job for the lease's node, only
+  // when the lease was ended and the node is ACTIVE (2), with its registered
+  // dimensions; $30: the new lease's expiry. One row per claimed job, or one
+  // with NULLs: the count of ended leases, the node's state, kPgClaim's
+  // columns. The finish and the claim touch different jobs and evaluations
+  // (the claim's job was queued when the statement began). The finish's
+  // updates run first (the claim's scan is gated on them): a FOR UPDATE
+  // SKIP LOCKED scan keeps its lock on a row it re-checked and passed over
+  // (a job another statement claimed meanwhile), and that job's finish waits
+  // for the lock; were a statement's finish to wait after its own scan, two
+  // statements could each wait for the other.
+  static constexpr char kPgClaimAfterFinish[] =
+      ", n AS (SELECT state, accelerator_kind, accelerator_count,"
+      " accelerator_memory_bytes, fingerprint FROM nodes WHERE id = $2),"
+      " picked AS ("
+      " SELECT id FROM jobs WHERE state = 1"
+      " AND (SELECT count(*) FROM j) = 1 AND (SELECT count(*) FROM e) = 1"
+      " AND (SELECT state FROM n) = 2"
+      " AND (req_accelerator_kind = ''"
+      " OR req_accelerator_kind = (SELECT accelerator_kind FROM n))"
+      " AND req_min_accelerator_count <= (SELECT accelerator_count FROM n)"
+      " AND req_min_accelerator_memory <="
+      " (SELECT accelerator_memory_bytes FROM n)"
+      " AND (req_fingerprint = '' OR req_fingerprint = (SELECT fingerprint"
+      " FROM n))"
+      " AND (req_node_id = '' OR req_node_id = $2)"
+      " ORDER BY priority_class, priority DESC, id LIMIT 1"
+      " FOR UPDATE SKIP LOCKED),"
+      " claimed AS ("
+      " UPDATE jobs SET state = 2, attempts = jobs.attempts + 1,"
+      " current_lease_id = 'lease-' || jobs.id || '-' || (jobs.attempts + 1),"
+      " updated_at_us = $3 FROM picked WHERE jobs.id = picked.id"
+      " RETURNING jobs.id, jobs.kind, jobs.evaluation_id, jobs.attempts,"
+      " jobs.current_lease_id, jobs.priority_class, jobs.priority),"
+      " leased AS ("
+      " INSERT INTO leases (id, job_id, job_kind, evaluation_id, node_id,"
+      " attempt, state, granted_at_us, expires_at_us)"
+      " SELECT current_lease_id, id, kind, evaluation_id, CAST($2 AS TEXT),"
+      " attempts, 1, CAST($3 AS BIGINT), CAST($30 AS BIGINT) FROM claimed),"
+      " running AS ("
+      " UPDATE evaluations SET state = 2, node_id = $2,"
+      " attempt = claimed.attempts, updated_at_us = $3"
+      " FROM claimed WHERE evaluations.id = claimed.evaluation_id)"
+      " SELECT (SELECT count(*) FROM l), (SELECT state FROM n),"
+      " cl.id, cl.kind, cl.evaluation_id, cl.attempts,"
+      " cl.current_lease_id, cl.priority_class, cl.priority, e.created_at_us,"
+      " c.proto FROM (SELECT 1) AS one LEFT JOIN claimed cl ON true"
+      " LEFT JOIN evaluations e ON e.id = cl.evaluation_id"
+      " LEFT JOIN candidates c ON c.id = e.candidate_id";
+  static_assert(v1::ACTIVE == 2, "kPgClaimAfterFinish names ACTIVE as 2");
+  static const std::string& PgFinishAndClaim() {
+    static const std::string* text = new std::string(
+        absl::StrCat(absl::StripSuffix(kPgFinish, " SELECT count(*) FROM l"),
+                     kPgClaimAfterFinish));
+    return *text;
+  }
 
   // PostgreSQL array literals, passed as one text parameter.
   static SqlValue PgArray(const std::vector<int64_t>& v) {
@@ -1996,14 +1892,285 @@ class SqlStore : public Store {
     return MergeFromRow(r.rows[0]);
   }
 
-  // PostgreSQL's FinishLease in one round trip: ends the lease, the job and
-  // the evaluation and writes the verdict, its samples and comparisons, all
-  // only if the lease is live, held by ref.node_id, an evaluation lease, and
-  // the verdict names its own evaluation, candidate and samples. Returns
-  // false (nothing written) when any of that does not hold.
-  absl::StatusOr<bool> PgFinishInOneStatement(
-      SqlTx& tx, const LeaseRef& ref, const v1::Verdict& v,
-      const std::set<int64_t>& sample_ids, int64_t now) {
+  // A job ClaimInTx leased.
+  struct Claimed {
+    int64_t job_id;
+    int kind;
+    std::string evaluation_id;
+    int attempts;
+    std::string lease_id;
+    int priority_class;
+    int priority;
+    int64_t created_at_us;
+    std::string candidate;
+  };
+
+  // Leases up to `limit` queued jobs matching `d` to `node_id` within `tx`.
+  absl::StatusOr<std::vector<Claimed>> ClaimInTx(SqlTx& tx,
+                                                 const std::string& node_id,
+                                                 const v1::NodeDimensions& d,
+                                                 int limit, int64_t now,
+                                                 int64_t expires) {
+    std::vector<Claimed> claimed;
+    if (pg_) {
+      // The limit is part of the text, not a parameter: PostgreSQL then
+      // knows the claim touches few rows and plans index lookups for the
+      // joins (its generic plan for LIMIT $n assumed many rows).
+      DG_ASSIGN_OR_RETURN(
+          SqlResult r,
+          tx.Exec(
+              absl::StrReplaceAll(kPgClaim, {{"@LIMIT@", absl::StrCat(limit)}}),
+              {d.accelerator_kind(), d.accelerator_count(),
+               d.accelerator_memory_bytes(), d.fingerprint(), node_id, now,
+               expires}));
+      for (const SqlRow& row : r.rows)
+        claimed.push_back(ClaimedFromRow(row, 0));
+      return claimed;
+    }
+    // SQLite: the write transaction is exclusive, so select then update.
+    // (UPDATE ... WHERE id IN (SELECT ... LIMIT) RETURNING would build
+    // three temporary tables per claim.)
+    DG_ASSIGN_OR_RETURN(
+        SqlResult r,
+        tx.Exec(kSqliteClaim, {d.accelerator_kind(), d.accelerator_count(),
+                               d.accelerator_memory_bytes(), d.fingerprint(),
+                               node_id, limit}));
+    for (const SqlRow& row : r.rows) {
+      const int64_t job = row.Int(0);
+      const int attempts = static_cast<int>(row.Int(3)) + 1;
+      claimed.push_back({job, static_cast<int>(row.Int(1)), row.Text(2),
+                         attempts, absl::StrCat("lease-", job, "-", attempts),
+                         static_cast<int>(row.Int(4)),
+                         static_cast<int>(row.Int(5)), 0, ""});
+    }
+    for (Claimed& c : claimed) {
+      DG_RETURN_IF_ERROR(
+          tx.Exec("UPDATE jobs SET state = $2, attempts = $3, "
+                  "current_lease_id = $4, updated_at_us = $5 WHERE id = $1",
+                  {c.job_id, kJobLeased, c.attempts, c.lease_id, now})
+              .status());
+      DG_RETURN_IF_ERROR(
+          tx.Exec("INSERT INTO leases (id, job_id, job_kind, evaluation_id, "
+                  "node_id, attempt, state, granted_at_us, expires_at_us) "
+                  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                  {c.lease_id, c.job_id, c.kind,
+                   c.evaluation_id.empty() ? SqlValue()
+                                           : SqlValue(c.evaluation_id),
+                   node_id, c.attempts, kLeaseActive, now, expires})
+              .status());
+      if (c.evaluation_id.empty()) continue;
+      DG_RETURN_IF_ERROR(
+          tx.Exec("UPDATE evaluations SET state = $2, node_id = $3, attempt "
+                  "= $4, updated_at_us = $5 WHERE id = $1",
+                  {c.evaluation_id, static_cast<int>(v1::RUNNING), node_id,
+                   c.attempts, now})
+              .status());
+      DG_ASSIGN_OR_RETURN(
+          SqlResult e,
+          tx.Exec("SELECT e.created_at_us, c.proto FROM evaluations e JOIN "
+                  "candidates c ON c.id = e.candidate_id WHERE e.id = $1",
+                  {c.evaluation_id}));
+      if (e.rows.empty()) {
+        return absl::InternalError(absl::StrCat(
+            "job ", c.job_id, " names missing evaluation ", c.evaluation_id));
+      }
+      c.created_at_us = e.rows[0].Int(0);
+      c.candidate = e.rows[0].Bytes(1);
+    }
+    return claimed;
+  }
+
+  // A row of kPgClaim's result (or of kPgFinishAndClaim's, from `first`).
+  static Claimed ClaimedFromRow(const SqlRow& row, int first) {
+    return {row.Int(first),
+            static_cast<int>(row.Int(first + 1)),
+            row.Text(first + 2),
+            static_cast<int>(row.Int(first + 3)),
+            row.Text(first + 4),
+            static_cast<int>(row.Int(first + 5)),
+            static_cast<int>(row.Int(first + 6)),
+            row.Int(first + 7),
+            row.Bytes(first + 8)};
+  }
+
+  // The leases of `claimed`, in claim order (calibration, class, priority,
+  // submission).
+  absl::StatusOr<std::vector<v1::Lease>> LeasesFrom(
+      std::vector<Claimed> claimed, const std::string& node_id, int64_t now,
+      int64_t expires) {
+    std::sort(
+        claimed.begin(), claimed.end(), [](const Claimed& a, const Claimed& b) {
+          return std::make_tuple(a.priority_class, -a.priority, a.job_id) <
+                 std::make_tuple(b.priority_class, -b.priority, b.job_id);
+        });
+    std::vector<v1::Lease> leases;
+    leases.reserve(claimed.size());
+    for (const Claimed& c : claimed) {
+      v1::Lease lease;
+      lease.set_id(c.lease_id);
+      lease.set_job_kind(static_cast<v1::JobKind>(c.kind));
+      *lease.mutable_expires_at() = ToProto(expires);
+      if (!c.evaluation_id.empty()) {
+        v1::Evaluation* e = lease.mutable_evaluation();
+        e->set_id(c.evaluation_id);
+        DG_ASSIGN_OR_RETURN(*e->mutable_candidate(),
+                            Parse<v1::Candidate>(c.candidate, "candidate"));
+        e->set_state(v1::RUNNING);
+        e->set_node_id(node_id);
+        e->set_attempt(c.attempts);
+        *e->mutable_created_at() = ToProto(c.created_at_us);
+        *e->mutable_updated_at() = ToProto(now);
+      }
+      leases.push_back(std::move(lease));
+    }
+    return leases;
+  }
+
+  // A verdict as FinishLease stores it, and the sample ids it names.
+  struct StoredVerdict {
+    v1::Verdict verdict;
+    std::set<int64_t> sample_ids;
+  };
+
+  // Checks what FinishLease can check without the database and completes
+  // the stored verdict (decided_at, provenance.node_id). Its evaluation_id
+  // and candidate_id are set from the indexed columns when read back.
+  static absl::StatusOr<StoredVerdict> PrepareVerdict(
+      const LeaseRef& ref, const v1::Verdict& verdict, int64_t now) {
+    DG_RETURN_IF_ERROR(ValidateRef(ref));
+    if (verdict.decision() != v1::ACCEPT && verdict.decision() != v1::REJECT &&
+        verdict.decision() != v1::INCONCLUSIVE) {
+      return Invalid(absl::StrCat(
+          "verdict.decision must be ACCEPT, REJECT or INCONCLUSIVE, got ",
+          v1::Decision_Name(verdict.decision())));
+    }
+    absl::flat_hash_set<std::string> metrics;
+    for (const v1::MetricComparison& m : verdict.metrics()) {
+      if (m.metric().empty())
+        return Invalid("verdict.metrics has an empty metric name");
+      if (!metrics.insert(m.metric()).second) {
+        return Invalid(
+            absl::StrCat("verdict.metrics names '", m.metric(), "' twice"));
+      }
+    }
+    StoredVerdict out{verdict,
+                      {verdict.provenance().sample_ids().begin(),
+                       verdict.provenance().sample_ids().end()}};
+    v1::Verdict& v = out.verdict;
+    if (!v.has_decided_at()) *v.mutable_decided_at() = ToProto(now);
+    if (v.provenance().node_id().empty()) {
+      v.mutable_provenance()->set_node_id(ref.node_id);
+    }
+    return out;
+  }
+
+  // FinishLease step by step in a write transaction: says precisely what is
+  // wrong when the lease or the verdict does not fit.
+  absl::Status FinishInTx(SqlTx& tx, const LeaseRef& ref,
+                          const StoredVerdict& stored, int64_t now) {
+    const v1::Verdict& v = stored.verdict;
+    const std::set<int64_t>& sample_ids = stored.sample_ids;
+    DG_ASSIGN_OR_RETURN(LeaseRow lease, LockLiveLease(tx, ref, now));
+    if (lease.job_kind != v1::EVALUATION) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "lease ", lease.id,
+          " is a calibration lease: end it with FinishCalibration"));
+    }
+    DG_ASSIGN_OR_RETURN(
+        SqlResult e,
+        tx.Exec("SELECT candidate_id FROM evaluations WHERE id = $1",
+                {lease.evaluation_id}));
+    if (e.rows.empty()) {
+      return absl::InternalError(
+          absl::StrCat("lease ", lease.id, " names a missing evaluation"));
+    }
+    const std::string candidate_id = e.rows[0].Text(0);
+    if (!v.evaluation_id().empty() &&
+        v.evaluation_id() != lease.evaluation_id) {
+      return Invalid(absl::StrCat("verdict.evaluation_id ", v.evaluation_id(),
+                                  " does not match lease ", lease.id,
+                                  " (evaluation ", lease.evaluation_id, ")"));
+    }
+    if (!v.candidate_id().empty() && v.candidate_id() != candidate_id) {
+      return Invalid(absl::StrCat("verdict.candidate_id ", v.candidate_id(),
+                                  " does not match the evaluation's candidate ",
+                                  candidate_id));
+    }
+    if (!sample_ids.empty()) {
+      std::vector<int64_t> ids(sample_ids.begin(), sample_ids.end());
+      DG_ASSIGN_OR_RETURN(
+          SqlResult found,
+          tx.Exec(absl::StrCat("SELECT id FROM samples WHERE evaluation_id = "
+                               "$1 AND id IN (",
+                               IdListSelect(2), ")"),
+                  {lease.evaluation_id, IdList(ids)}));
+      if (found.rows.size() != ids.size()) {
+        std::set<int64_t> have;
+        for (const SqlRow& row : found.rows) have.insert(row.Int(0));
+        std::vector<int64_t> missing;
+        for (int64_t id : ids) {
+          if (!have.count(id)) missing.push_back(id);
+        }
+        return Invalid(absl::StrCat(
+            "verdict.provenance.sample_ids: ", missing.size(), " of ",
+            ids.size(), " ids are not samples of evaluation ",
+            lease.evaluation_id, " (first: ", missing.at(0),
+            "); a verdict must name the samples it was computed from"));
+      }
+    }
+    const int64_t decided = FromProto(v.decided_at());
+    const v1::Provenance& p = v.provenance();
+    int64_t seed = 0;
+    uint64_t useed = p.statistics_seed();
+    std::memcpy(&seed, &useed, sizeof(seed));
+    DG_RETURN_IF_ERROR(
+        tx.Exec("INSERT INTO verdicts (evaluation_id, candidate_id, lease_id, "
+                "decision, policy, manifest_hash, node_id, node_fingerprint, "
+                "software_version, statistics_seed, decided_at_us, proto) "
+                "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                {lease.evaluation_id, candidate_id, lease.id,
+                 static_cast<int>(v.decision()), static_cast<int>(v.policy()),
+                 p.manifest_hash(), p.node_id(), p.node_fingerprint(),
+                 p.software_version(), seed, decided,
+                 Bytes{v.SerializeAsString()}})
+            .status());
+    if (!sample_ids.empty()) {
+      std::vector<int64_t> ids(sample_ids.begin(), sample_ids.end());
+      DG_RETURN_IF_ERROR(
+          tx.Exec(pg_ ? "INSERT INTO verdict_samples (evaluation_id, "
+                        "sample_id) "
+                        "SELECT CAST($1 AS TEXT), unnest(CAST($2 AS BIGINT[]))"
+                      : "INSERT INTO verdict_samples (evaluation_id, "
+                        "sample_id) "
+                        "SELECT $1, value FROM json_each($2)",
+                  {lease.evaluation_id, IdList(ids)})
+              .status());
+    }
+    for (const v1::MetricComparison& m : v.metrics()) {
+      DG_RETURN_IF_ERROR(
+          tx.Exec("INSERT INTO metric_comparisons (evaluation_id, metric, "
+                  "unit, direction, is_primary, baseline, candidate, speedup, "
+                  "ci_low, ci_high, n_pairs, p_value, significant, "
+                  "flagged_for_review, decided_at_us, proto) VALUES ($1, $2, "
+                  "$3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, "
+                  "$16)",
+                  {lease.evaluation_id, m.metric(), m.unit(),
+                   static_cast<int>(m.direction()), m.primary() ? 1 : 0,
+                   m.baseline(), m.candidate(), m.speedup(), m.ci_low(),
+                   m.ci_high(), m.n_pairs(), m.p_value(),
+                   m.significant() ? 1 : 0, m.flagged_for_review() ? 1 : 0,
+                   decided, Bytes{m.SerializeAsString()}})
+              .status());
+    }
+    return EndLease(tx, lease, now, v1::FINISHED, "finished");
+  }
+
+  // The parameters of kPgFinish ($1-$29; PgFinishAndClaim() adds $30).
+  static std::vector<SqlValue> PgFinishArgs(const LeaseRef& ref,
+                                            const StoredVerdict& stored,
+                                            int64_t now) {
+    const v1::Verdict& v = stored.verdict;
+    const std::set<int64_t>& sample_ids = stored.sample_ids;
     std::vector<std::string> metric, unit, proto;
     std::vector<int64_t> direction, primary, n_pairs, significant, flagged;
     std::vector<double> baseline, candidate, speedup, ci_low, ci_high, p_value;
@@ -2028,39 +2195,35 @@ class SqlStore : public Store {
     int64_t seed = 0;
     uint64_t useed = p.statistics_seed();
     std::memcpy(&seed, &useed, sizeof(seed));
-    DG_ASSIGN_OR_RETURN(
-        SqlResult r,
-        tx.Exec(kPgFinish, {ref.lease_id,
-                            ref.node_id,
-                            now,
-                            v.evaluation_id(),
-                            v.candidate_id(),
-                            PgArray(std::vector<int64_t>(sample_ids.begin(),
-                                                         sample_ids.end())),
-                            static_cast<int>(v.decision()),
-                            static_cast<int>(v.policy()),
-                            p.manifest_hash(),
-                            p.node_id(),
-                            p.node_fingerprint(),
-                            p.software_version(),
-                            seed,
-                            FromProto(v.decided_at()),
-                            Bytes{v.SerializeAsString()},
-                            PgArray(metric),
-                            PgArray(unit),
-                            PgArray(direction),
-                            PgArray(primary),
-                            PgArray(baseline),
-                            PgArray(candidate),
-                            PgArray(speedup),
-                            PgArray(ci_low),
-                            PgArray(ci_high),
-                            PgArray(n_pairs),
-                            PgArray(p_value),
-                            PgArray(significant),
-                            PgArray(flagged),
-                            PgArray(proto)}));
-    return r.rows.at(0).Int(0) == 1;
+    return {ref.lease_id,
+            ref.node_id,
+            now,
+            v.evaluation_id(),
+            v.candidate_id(),
+            PgArray(std::vector<int64_t>(sample_ids.begin(), sample_ids.end())),
+            static_cast<int>(v.decision()),
+            static_cast<int>(v.policy()),
+            p.manifest_hash(),
+            p.node_id(),
+            p.node_fingerprint(),
+            p.software_version(),
+            seed,
+            FromProto(v.decided_at()),
+            Bytes{v.SerializeAsString()},
+            PgArray(metric),
+            PgArray(unit),
+            PgArray(direction),
+            PgArray(primary),
+            PgArray(baseline),
+            PgArray(candidate),
+            PgArray(speedup),
+            PgArray(ci_low),
+            PgArray(ci_high),
+            PgArray(n_pairs),
+            PgArray(p_value),
+            PgArray(significant),
+            PgArray(flagged),
+            PgArray(proto)};
   }
 
   // Locks the lease, then its job (the global lock order: leases, jobs,
