@@ -264,12 +264,10 @@ void BM_RpcFloor(benchmark::State& state, bool callback) {
     } else {
       f->noop_service = std::make_unique<SyncNoOp>();
     }
-    // The scheduler's settings (scheduler/server.cc).
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 4);
-    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 16);
+    ApplyServerSettings(builder);
     builder.RegisterService(f->noop_service.get());
     f->noop_server = builder.BuildAndStart();
     g_fixture = nullptr;

@@ -38,6 +38,10 @@ struct ServerOptions {
   absl::Duration reap_interval = absl::Seconds(2);
 };
 
+// The scheduler's gRPC server settings (message size, polling threads),
+// also what dispatch_bench's RPC floor is measured with.
+void ApplyServerSettings(grpc::ServerBuilder& builder);
+
 class SchedulerServer {
  public:
   // Serves `store` (opened by the caller, e.g. from --db).

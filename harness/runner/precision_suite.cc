@@ -203,8 +203,12 @@ PrecisionReport RunPrecisionSuite(const v1::PrecisionSuite& suite, const Precisi
 
   PrecisionReport report;
   report.baseline = baseline->curve;
+  std::string notes;
   if (setup.candidate_runner_identical) {
     report.candidate = report.baseline;
+    notes =
+        "; the candidate's runner is byte-identical to the baseline's: its errors are the "
+        "baseline's, not computed again";
   } else {
     auto c = RunnerClient::Start(setup.launcher, setup.candidate_dir, suite.runner(),
                                  absl::StrFormat("%s-candidate.err", setup.log_prefix), setup.cpus,
@@ -225,12 +229,6 @@ PrecisionReport RunPrecisionSuite(const v1::PrecisionSuite& suite, const Precisi
     const RunnerBuffer* out = PerTokenOutput(baseline->layout, longest);
     report.candidate =
         Curve(lengths, (*c)->Buffer(*out), baseline->reference.data(), out->count / longest);
-  }
-  std::string notes;
-  if (setup.candidate_runner_identical) {
-    notes =
-        "; the candidate's runner is byte-identical to the baseline's: its errors are the "
-        "baseline's, not computed again";
   }
   if (reused) {
     absl::StrAppend(&notes,

@@ -727,18 +727,15 @@ class SqlStore : public Store {
               [&](SqlTx& tx) -> absl::Status {
                 claimed.clear();
                 DG_RETURN_IF_ERROR(FinishInTx(tx, ref, v, now));
-                DG_ASSIGN_OR_RETURN(
-                    SqlResult n,
-                    tx.Exec("SELECT state, dimensions FROM nodes WHERE id = $1",
-                            {ref.node_id}));
-                if (n.rows.empty()) return absl::OkStatus();
-                next.node_state = static_cast<v1::NodeState>(n.rows[0].Int(0));
+                absl::StatusOr<v1::Node> node = LoadNode(tx, ref.node_id);
+                // An unregistered node gets no claim; the verdict stands.
+                if (absl::IsNotFound(node.status())) return absl::OkStatus();
+                if (!node.ok()) return node.status();
+                next.node_state = node->state();
                 if (next.node_state != v1::ACTIVE) return absl::OkStatus();
-                DG_ASSIGN_OR_RETURN(v1::NodeDimensions d,
-                                    Parse<v1::NodeDimensions>(
-                                        n.rows[0].Bytes(1), "node dimensions"));
                 DG_ASSIGN_OR_RETURN(
-                    claimed, ClaimInTx(tx, ref.node_id, d, 1, now, expires));
+                    claimed, ClaimInTx(tx, ref.node_id, node->dimensions(), 1,
+                                       now, expires));
                 return absl::OkStatus();
               }));
     }
