@@ -16,7 +16,7 @@ void AddDbCommand(CLI::App& app, int* exit_code) {
   migrate->callback([url, exit_code] {
     // Opening with migrate=true applies what is pending; Migrate() below
     // then confirms there is nothing left and reports the version.
-    auto store = OpenStoreFromFlag(*url, /*migrate=*/true);
+    auto store = OpenStoreFromFlag(*url, {.migrate = true});
     if (!store.ok()) {
       std::cerr << "densegate db migrate: cannot open " << *url << ": "
                 << store.status().message() << "\n";

@@ -39,7 +39,8 @@ int Report(const ReportArgs& a) {
       return kExitUsage;
     }
   }
-  absl::StatusOr<std::unique_ptr<results::Store>> store = OpenStoreFromFlag(a.db, false);
+  absl::StatusOr<std::unique_ptr<results::Store>> store =
+      OpenStoreFromFlag(a.db, {.migrate = false});
   if (!store.ok()) {
     std::cerr << "densegate report: cannot open " << a.db << ": " << store.status().message()
               << "\n";

@@ -24,6 +24,7 @@ struct ServeArgs {
   int max_attempts = 3;
   double max_noise = 0.05;
   int calibration_period_s = 6 * 3600;
+  int max_concurrent_claims = results::StoreOptions().max_concurrent_claims;
 };
 
 absl::Notification* g_stop = nullptr;
@@ -33,7 +34,8 @@ void OnSignal(int) {
 }
 
 int Serve(const ServeArgs& a) {
-  absl::StatusOr<std::unique_ptr<results::Store>> store = OpenStoreFromFlag(a.db, true);
+  absl::StatusOr<std::unique_ptr<results::Store>> store =
+      OpenStoreFromFlag(a.db, {.migrate = true, .max_concurrent_claims = a.max_concurrent_claims});
   if (!store.ok()) {
     std::cerr << "densegate serve: " << store.status().message() << "\n";
     return kExitUsage;
@@ -106,6 +108,11 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                   "an active node measures its noise again this often")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--max_concurrent_claims", args->max_concurrent_claims,
+                  "PostgreSQL: claims this scheduler runs at once (0: no limit); raise it for a "
+                  "distant or many-core database (scheduler/README.md)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
   cmd->callback([args, exit_code] { *exit_code = Serve(*args); });
 }
 

@@ -30,8 +30,8 @@ void AddDbFlag(CLI::App* cmd, std::string* url) {
       ->capture_default_str();
 }
 
-absl::StatusOr<std::unique_ptr<results::Store>> OpenStoreFromFlag(const std::string& url,
-                                                                  bool migrate) {
+absl::StatusOr<std::unique_ptr<results::Store>> OpenStoreFromFlag(
+    const std::string& url, const results::StoreOptions& options) {
   // The default SQLite file lives in a directory that may not exist yet.
   if (absl::StartsWith(url, "sqlite:") && !absl::StartsWith(url, "sqlite::memory:")) {
     std::string path = url.substr(url.rfind(':') + 1);
@@ -40,8 +40,6 @@ absl::StatusOr<std::unique_ptr<results::Store>> OpenStoreFromFlag(const std::str
       std::filesystem::create_directories(path.substr(0, slash), ignored);
     }
   }
-  results::StoreOptions options;
-  options.migrate = migrate;
   return results::OpenStore(url, options);
 }
 

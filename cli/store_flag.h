@@ -18,9 +18,10 @@ namespace densegate::cli {
 // Adds --db to `cmd`, storing into `*url` (pre-filled with the default).
 void AddDbFlag(CLI::App* cmd, std::string* url);
 
-// Opens the store at `url`; `migrate` applies pending migrations.
+// Opens the store at `url` with `options` (options.migrate: apply pending
+// migrations).
 absl::StatusOr<std::unique_ptr<results::Store>> OpenStoreFromFlag(
-    const std::string& url, bool migrate);
+    const std::string& url, const results::StoreOptions& options);
 
 }  // namespace densegate::cli
 

@@ -11,7 +11,7 @@ namespace densegate::cli {
 namespace {
 
 int Recompute(const std::string& url, const std::string& id, bool json) {
-  auto store = OpenStoreFromFlag(url, /*migrate=*/false);
+  auto store = OpenStoreFromFlag(url, {.migrate = false});
   if (!store.ok()) {
     std::cerr << "densegate verdict recompute: cannot open " << url << ": "
               << store.status().message() << "\n";

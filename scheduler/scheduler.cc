@@ -820,8 +820,9 @@ std::string Scheduler::RenderMetrics() {
                       absl::AsciiStrToLower(v1::Decision_Name(d)), "\"} ", verdicts_[d].load()));
   }
   line(
-      "# HELP densegate_claim_latency_seconds Store claim latency (a claim that "
-      "goes with a verdict includes writing the verdict).");
+      "# HELP densegate_claim_latency_seconds Store claim latency, including the "
+      "wait for a turn (--max_concurrent_claims) and, for a claim that goes with a "
+      "verdict, writing the verdict.");
   line("# TYPE densegate_claim_latency_seconds histogram");
   int64_t cumulative = 0;
   for (size_t b = 0; b <= std::size(kLatencyBuckets); ++b) {

@@ -4,8 +4,10 @@
 // Sessions are killed for real (pg_terminate_backend from a second
 // connection), between calls and in the middle of a transaction; the store
 // must answer UnavailableError, leave nothing half-written, and reconnect.
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -81,6 +83,59 @@ void ExpectConnectionLost(const absl::Status& s) {
   EXPECT_THAT(s.message(), HasSubstr("reconnects"));
 }
 
+// A one-shot signal between threads (std primitives, which ThreadSanitizer
+// sees).
+class Event {
+ public:
+  void Set() {
+    std::lock_guard<std::mutex> lock(mu_);
+    set_ = true;
+    cv_.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return set_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool set_ = false;
+};
+
+// A ClaimJobs statement hook that holds the first claim's statement until
+// `release`, and counts the claim statements that began.
+struct HeldClaim {
+  std::function<void(absl::string_view, int)> Hook() {
+    return [this](absl::string_view op, int index) {
+      if (op != "ClaimJobs" || index != 0) return;
+      bool first;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        first = ++statements == 1;
+      }
+      if (!first) return;
+      inside.Set();
+      release.Wait();
+    };
+  }
+  int Statements() {
+    std::lock_guard<std::mutex> lock(mu);
+    return statements;
+  }
+
+  Event inside;
+  Event release;
+  std::mutex mu;
+  int statements = 0;
+};
+
+ClaimRequest ClaimFor(absl::string_view node) {
+  ClaimRequest req;
+  req.node_id = std::string(node);
+  return req;
+}
+
 class PostgresStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -101,7 +156,9 @@ class PostgresStoreTest : public ::testing::Test {
 
   // A store whose driver calls `hook` before each statement.
   absl::StatusOr<std::unique_ptr<Store>> OpenWithHook(
-      std::function<void(absl::string_view, int)> hook) {
+      std::function<void(absl::string_view, int)> hook,
+      int max_concurrent_claims = StoreOptions().max_concurrent_claims,
+      internal::SqlStoreHooks store_hooks = {}) {
     internal::DriverHooks hooks;
     hooks.before_statement = std::move(hook);
     absl::StatusOr<std::unique_ptr<internal::SqlDriver>> driver =
@@ -109,7 +166,9 @@ class PostgresStoreTest : public ::testing::Test {
     if (!driver.ok()) return driver.status();
     StoreOptions options;
     options.clock = &clock_;
-    return internal::OpenSqlStore(*std::move(driver), options);
+    options.max_concurrent_claims = max_concurrent_claims;
+    return internal::OpenSqlStore(*std::move(driver), options,
+                                  std::move(store_hooks));
   }
 
   // Kills the store's sessions when statement `index` of `op` is about to
@@ -229,6 +288,67 @@ TEST_F(PostgresStoreTest, ClaimInterruptedLeavesTheJobQueued) {
   ASSERT_THAT(leases, SizeIs(1));
   EXPECT_EQ(leases[0].evaluation().attempt(),
             1);  // the lost claim did not count
+}
+
+TEST_F(PostgresStoreTest, ClaimsTakeTurnsAndOtherCallsDoNotWait) {
+  HeldClaim held;
+  Event second_waits;
+  internal::SqlStoreHooks store_hooks;
+  store_hooks.claim_waits = [&] { second_waits.Set(); };
+  ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<Store> store,
+      OpenWithHook(held.Hook(), /*max_concurrent_claims=*/1, store_hooks));
+  ASSERT_OK(store->Submit(Params("c1")).status());
+  ASSERT_OK(store->Submit(Params("c2")).status());
+  absl::StatusOr<std::vector<v1::Lease>> first, second;
+  std::thread first_claim([&] { first = store->ClaimJobs(ClaimFor("n1")); });
+  held.inside.Wait();
+  // A call that claims nothing does not wait for the claim's turn. (Both
+  // jobs are queued: the held claim's statement has not run.)
+  ASSERT_OK_AND_ASSIGN(QueueCounts counts, store->CountJobs());
+  EXPECT_EQ(counts.queued, 2);
+  std::thread second_claim([&] { second = store->ClaimJobs(ClaimFor("n2")); });
+  second_waits.Wait();
+  // The second claim waits for the first's turn: its statement has not
+  // begun.
+  EXPECT_EQ(held.Statements(), 1);
+  held.release.Set();
+  first_claim.join();
+  second_claim.join();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(held.Statements(), 2);
+  ASSERT_THAT(*first, SizeIs(1));
+  ASSERT_THAT(*second, SizeIs(1));
+  EXPECT_NE(first->front().evaluation().id(),
+            second->front().evaluation().id());
+}
+
+TEST_F(PostgresStoreTest, WithoutALimitClaimsRunTogether) {
+  HeldClaim held;
+  int waits = 0;
+  internal::SqlStoreHooks store_hooks;
+  store_hooks.claim_waits = [&] { ++waits; };
+  ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<Store> store,
+      OpenWithHook(held.Hook(), /*max_concurrent_claims=*/0, store_hooks));
+  ASSERT_OK(store->Submit(Params("c1")).status());
+  ASSERT_OK(store->Submit(Params("c2")).status());
+  absl::StatusOr<std::vector<v1::Lease>> first;
+  std::thread first_claim([&] { first = store->ClaimJobs(ClaimFor("n1")); });
+  held.inside.Wait();
+  // The first claim is held before its statement runs; a second claim
+  // runs meanwhile.
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Lease> second,
+                       store->ClaimJobs(ClaimFor("n2")));
+  EXPECT_THAT(second, SizeIs(1));
+  EXPECT_EQ(held.Statements(), 2);
+  held.release.Set();
+  first_claim.join();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_THAT(*first, SizeIs(1));
+  EXPECT_NE(first->front().evaluation().id(), second.front().evaluation().id());
+  EXPECT_EQ(waits, 0);
 }
 
 TEST_F(PostgresStoreTest, FinishInterruptedBeforeItsStatementCanBeRetried) {

@@ -1,14 +1,20 @@
-// Dispatch throughput of the store: claim a batch of jobs, then finish each
-// with a verdict (the scheduler's hot path), from 1 or 8 concurrent
-// claimers, each with its own store (its own connection).
+// Dispatch throughput of the store alone (no RPC), from 1 or 8 concurrent
+// claimers.
 //
 //   bazel run -c opt //results/store:store_bench               # SQLite
 //   eval "$(tools/pg_cluster.sh start)"
 //   bazel run -c opt //results/store:store_bench               # + PostgreSQL
 //
-// items_per_second is dispatches (claim + finish) per second, all threads
-// together. The queue is filled before timing starts; every iteration
-// claims `batch` jobs and finishes them.
+// BM_ClaimAndFinish: each thread has its own store (its own connection),
+// claims a batch of jobs, then finishes each with a verdict.
+// BM_FinishAndClaimNext: the scheduler's hot path. One store shared by all
+// threads, as in `densegate serve`; each thread is a registered node that
+// finishes its lease with a verdict and gets its next lease in the same
+// call. `claims` is StoreOptions::max_concurrent_claims (0: no limit), side
+// by side.
+//
+// items_per_second is dispatches per second, all threads together. The
+// queue is filled before timing starts.
 //
 // Wall-clock rates depend on what else the machine runs, so the CPU cost is
 // reported too: client_us (this process) and server_us (the PostgreSQL
@@ -21,6 +27,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,7 +48,11 @@ constexpr int kJobsPerRun = 8000;
 
 struct Fixture {
   std::unique_ptr<testing::TestDatabase> db;
-  std::vector<std::unique_ptr<Store>> stores;  // one per thread
+  // One per thread (BM_ClaimAndFinish) or one for all (the others).
+  std::vector<std::unique_ptr<Store>> stores;
+  // BM_FinishAndClaimNext: each thread's node and first lease.
+  std::vector<std::string> node_ids;
+  std::vector<v1::Lease> first_leases;
 };
 
 // Kept alive until exit: benchmark threads may still hold references when
@@ -113,11 +124,13 @@ v1::Verdict Verdict() {
   return v;
 }
 
-// Fresh database, `threads` stores, kJobsPerRun queued jobs.
-Fixture* Setup(benchmark::State& state, bool postgres, int threads) {
+// Fresh database, `stores` stores opened with `options`, kJobsPerRun
+// queued jobs.
+Fixture* Setup(benchmark::State& state, bool postgres, int stores,
+               const StoreOptions& options = {}) {
   auto f = std::make_unique<Fixture>();
   const std::string name =
-      absl::StrCat("bench_", postgres ? "pg" : "sqlite", "_", threads);
+      absl::StrCat("bench_", postgres ? "pg" : "sqlite", "_", stores);
   absl::StatusOr<std::unique_ptr<testing::TestDatabase>> db =
       postgres ? testing::TestDatabase::CreatePostgres(
                      testing::PostgresUrlFromEnv(), name)
@@ -127,8 +140,8 @@ Fixture* Setup(benchmark::State& state, bool postgres, int threads) {
     return nullptr;
   }
   f->db = *std::move(db);
-  for (int t = 0; t < threads; ++t) {
-    absl::StatusOr<std::unique_ptr<Store>> s = OpenStore(f->db->url());
+  for (int t = 0; t < stores; ++t) {
+    absl::StatusOr<std::unique_ptr<Store>> s = OpenStore(f->db->url(), options);
     if (!s.ok()) {
       state.SkipWithError(std::string(s.status().message()).c_str());
       return nullptr;
@@ -136,7 +149,7 @@ Fixture* Setup(benchmark::State& state, bool postgres, int threads) {
     f->stores.push_back(*std::move(s));
   }
   // Fill the queue in parallel (one writer for SQLite).
-  const int fillers = postgres ? threads : 1;
+  const int fillers = postgres ? stores : 1;
   std::vector<std::thread> fill;
   bool ok = true;
   for (int t = 0; t < fillers; ++t) {
@@ -155,20 +168,49 @@ Fixture* Setup(benchmark::State& state, bool postgres, int threads) {
   return Fixtures().back().get();
 }
 
+// Thread 0's CPU readings at the start of the timed loop.
+struct CpuStart {
+  double client = 0;
+  double server = 0;
+};
+
+CpuStart ReadCpu() {
+  CpuStart start;
+  if (g_current != nullptr) {
+    start.server = ServerCpuSeconds(*g_current);
+    start.client = ProcessCpuSeconds();
+  }
+  return start;
+}
+
+// Thread 0, after the loop (which ends for all threads together, so thread
+// 0 sees all the work): CPU per dispatch.
+void ReportCpu(benchmark::State& state, const CpuStart& start,
+               double dispatches) {
+  if (state.thread_index() != 0 || g_current == nullptr) return;
+  const double client = ProcessCpuSeconds() - start.client;
+  const double server = ServerCpuSeconds(*g_current) - start.server;
+  const double client_us = client / dispatches * 1e6;
+  const double server_us = server / dispatches * 1e6;
+  state.counters["client_us"] = client_us;
+  state.counters["server_us"] = server_us;
+  state.counters["cpu_bound_2core"] = 2e6 / (client_us + server_us);
+}
+
+bool SkipWithoutPostgres(benchmark::State& state, bool postgres) {
+  if (!postgres || !testing::PostgresUrlFromEnv().empty()) return false;
+  state.SkipWithError(
+      "DENSEGATE_PG_URL not set: eval \"$(tools/pg_cluster.sh start)\"");
+  return true;
+}
+
 void BM_ClaimAndFinish(benchmark::State& state, bool postgres) {
   const int batch = static_cast<int>(state.range(0));
-  if (postgres && testing::PostgresUrlFromEnv().empty()) {
-    state.SkipWithError(
-        "DENSEGATE_PG_URL not set: eval \"$(tools/pg_cluster.sh start)\"");
-    return;
-  }
-  double client0 = 0, server0 = 0;
+  if (SkipWithoutPostgres(state, postgres)) return;
+  CpuStart cpu;
   if (state.thread_index() == 0) {
     g_current = Setup(state, postgres, state.threads());
-    if (g_current != nullptr) {
-      server0 = ServerCpuSeconds(*g_current);
-      client0 = ProcessCpuSeconds();
-    }
+    cpu = ReadCpu();
   }
   // All threads start the loop together, after thread 0's setup.
   int64_t done = 0;
@@ -203,18 +245,85 @@ void BM_ClaimAndFinish(benchmark::State& state, bool postgres) {
     }
   }
   state.SetItemsProcessed(done);
-  // The loop ends for all threads together, so thread 0 sees all the work.
-  if (state.thread_index() == 0 && g_current != nullptr) {
-    const double client = ProcessCpuSeconds() - client0;
-    const double server = ServerCpuSeconds(*g_current) - server0;
-    const double dispatches =
-        static_cast<double>(state.iterations()) * state.threads() * batch;
-    const double client_us = client / dispatches * 1e6;
-    const double server_us = server / dispatches * 1e6;
-    state.counters["client_us"] = client_us;
-    state.counters["server_us"] = server_us;
-    state.counters["cpu_bound_2core"] = 2e6 / (client_us + server_us);
+  ReportCpu(state, cpu,
+            static_cast<double>(state.iterations()) * state.threads() * batch);
+}
+
+// Thread 0: registers one ACTIVE node per thread and leases each its first
+// job, so that every iteration is one FinishLeaseAndClaimNext.
+bool LeaseFirstJobs(benchmark::State& state, Fixture& f) {
+  Store& store = *f.stores.front();
+  for (int t = 0; t < state.threads(); ++t) {
+    v1::NodeDimensions dims;
+    dims.set_accelerator_kind("cpu");
+    dims.set_accelerator_count(1);
+    dims.set_fingerprint("bench");
+    absl::StatusOr<v1::Node> node =
+        store.RegisterNode(absl::StrCat("node-", t), dims);
+    absl::Status active =
+        node.ok() ? store.SetNodeState(node->id(), v1::ACTIVE) : node.status();
+    if (!active.ok()) {
+      state.SkipWithError(std::string(active.message()).c_str());
+      return false;
+    }
+    ClaimRequest req;
+    req.node_id = node->id();
+    req.dimensions = dims;
+    absl::StatusOr<std::vector<v1::Lease>> leases = store.ClaimJobs(req);
+    if (!leases.ok() || leases->empty()) {
+      state.SkipWithError("could not lease the first jobs");
+      return false;
+    }
+    f.node_ids.push_back(node->id());
+    f.first_leases.push_back(leases->front());
   }
+  return true;
+}
+
+void BM_FinishAndClaimNext(benchmark::State& state, bool postgres) {
+  if (SkipWithoutPostgres(state, postgres)) return;
+  CpuStart cpu;
+  if (state.thread_index() == 0) {
+    StoreOptions options;
+    options.max_concurrent_claims = static_cast<int>(state.range(0));
+    g_current = Setup(state, postgres, 1, options);
+    if (g_current != nullptr && !LeaseFirstJobs(state, *g_current)) {
+      g_current = nullptr;
+    }
+    cpu = ReadCpu();
+  }
+  int64_t done = 0;
+  const v1::Verdict verdict = Verdict();
+  std::optional<v1::Lease> lease;
+  std::string node_id;
+  for (auto _ : state) {
+    Fixture* f = g_current;
+    if (f == nullptr) {
+      state.SkipWithError("setup failed");
+      break;
+    }
+    if (!lease.has_value()) {
+      lease = f->first_leases[state.thread_index()];
+      node_id = f->node_ids[state.thread_index()];
+    }
+    v1::Verdict v = verdict;
+    v.set_evaluation_id(lease->evaluation().id());
+    absl::StatusOr<NextClaim> next = f->stores.front()->FinishLeaseAndClaimNext(
+        {lease->id(), node_id}, v, absl::Minutes(5));
+    if (!next.ok()) {
+      state.SkipWithError(std::string(next.status().message()).c_str());
+      break;
+    }
+    if (!next->lease.has_value()) {
+      state.SkipWithError("queue ran dry: raise kJobsPerRun");
+      break;
+    }
+    lease = std::move(next->lease);
+    ++done;
+  }
+  state.SetItemsProcessed(done);
+  ReportCpu(state, cpu,
+            static_cast<double>(state.iterations()) * state.threads());
 }
 
 void Register() {
@@ -235,6 +344,28 @@ void Register() {
                                  BM_ClaimAndFinish, c.postgres)
         ->Arg(c.batch)
         ->ArgName("batch")
+        ->Threads(c.threads)
+        ->Iterations(iterations)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
+  // The claim limit only applies to PostgreSQL; SQLite runs once.
+  struct NextConfig {
+    bool postgres;
+    int threads;
+    int claims;
+  };
+  const NextConfig next_configs[] = {
+      {false, 8, 1}, {true, 1, 1}, {true, 8, 0}, {true, 8, 1}, {true, 8, 2},
+  };
+  for (const NextConfig& c : next_configs) {
+    // Each thread's first lease is claimed outside the loop.
+    const int iterations = (kJobsPerRun * 9 / 10) / c.threads - 1;
+    benchmark::RegisterBenchmark(c.postgres ? "BM_FinishAndClaimNext/postgresql"
+                                            : "BM_FinishAndClaimNext/sqlite",
+                                 BM_FinishAndClaimNext, c.postgres)
+        ->Arg(c.claims)
+        ->ArgName("claims")
         ->Threads(c.threads)
         ->Iterations(iterations)
         ->UseRealTime()

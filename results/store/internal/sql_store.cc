@@ -22,6 +22,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "results/store/internal/concurrency_limit.h"
 #include "results/store/internal/schema.h"
 #include "results/store/internal/status_macros.h"
 
@@ -194,11 +195,14 @@ absl::Status ValidateRef(const LeaseRef& ref) {
 
 class SqlStore : public Store {
  public:
-  SqlStore(std::unique_ptr<SqlDriver> driver, const StoreOptions& options)
+  SqlStore(std::unique_ptr<SqlDriver> driver, const StoreOptions& options,
+           SqlStoreHooks hooks)
       : driver_(std::move(driver)),
         options_(options),
         clock_(options.clock != nullptr ? options.clock : SystemClock()),
-        pg_(driver_->dialect() == Dialect::kPostgres) {}
+        pg_(driver_->dialect() == Dialect::kPostgres),
+        claims_(pg_ ? options.max_concurrent_claims : 0,
+                std::move(hooks.claim_waits)) {}
 
   absl::string_view backend() const override {
     return pg_ ? "postgresql" : "sqlite";
@@ -570,13 +574,16 @@ class SqlStore : public Store {
     std::vector<Claimed> claimed;
     // PostgreSQL: one statement, in autocommit mode (one round trip).
     const TxMode mode = pg_ ? TxMode::kSingleStatement : TxMode::kWrite;
-    DG_RETURN_IF_ERROR(Run("ClaimJobs", mode, [&](SqlTx& tx) -> absl::Status {
-      DG_ASSIGN_OR_RETURN(
-          claimed,
-          ClaimInTx(tx, request.node_id, request.dimensions,
-                    std::min(request.max_jobs, kMaxClaim), now, expires));
-      return absl::OkStatus();
-    }));
+    {
+      ConcurrencyLimit::Turn turn(claims_);
+      DG_RETURN_IF_ERROR(Run("ClaimJobs", mode, [&](SqlTx& tx) -> absl::Status {
+        DG_ASSIGN_OR_RETURN(
+            claimed,
+            ClaimInTx(tx, request.node_id, request.dimensions,
+                      std::min(request.max_jobs, kMaxClaim), now, expires));
+        return absl::OkStatus();
+      }));
+    }
     return LeasesFrom(std::move(claimed), request.node_id, now, expires);
   }
 
@@ -697,47 +704,52 @@ class SqlStore : public Store {
     NextClaim next;
     std::vector<Claimed> claimed;
     bool done = false;
-    if (pg_) {
-      // One statement (autocommit, one round trip) when the lease is live and
-      // the verdict consistent; otherwise the transaction below finds out
-      // what is wrong.
-      DG_RETURN_IF_ERROR(Run(
-          "FinishLeaseAndClaimNext", TxMode::kSingleStatement,
-          [&](SqlTx& tx) -> absl::Status {
-            claimed.clear();
-            std::vector<SqlValue> args = PgFinishArgs(ref, v, now);
-            args.push_back(expires);
-            DG_ASSIGN_OR_RETURN(SqlResult r, tx.Exec(PgFinishAndClaim(), args));
-            // One row per claimed job, or one without: whether the lease
-            // was finished, the node's state, then kPgClaim's columns.
-            const SqlRow& first = r.rows.at(0);
-            done = first.Int(0) == 1;
-            if (!first.IsNull(1)) {
-              next.node_state = static_cast<v1::NodeState>(first.Int(1));
-            }
-            for (const SqlRow& row : r.rows) {
-              if (!row.IsNull(2)) claimed.push_back(ClaimedFromRow(row, 2));
-            }
-            return absl::OkStatus();
-          }));
-    }
-    if (!done) {
-      DG_RETURN_IF_ERROR(
-          Run("FinishLeaseAndClaimNext", TxMode::kWrite,
-              [&](SqlTx& tx) -> absl::Status {
-                claimed.clear();
-                DG_RETURN_IF_ERROR(FinishInTx(tx, ref, v, now));
-                absl::StatusOr<v1::Node> node = LoadNode(tx, ref.node_id);
-                // An unregistered node gets no claim; the verdict stands.
-                if (absl::IsNotFound(node.status())) return absl::OkStatus();
-                if (!node.ok()) return node.status();
-                next.node_state = node->state();
-                if (next.node_state != v1::ACTIVE) return absl::OkStatus();
-                DG_ASSIGN_OR_RETURN(
-                    claimed, ClaimInTx(tx, ref.node_id, node->dimensions(), 1,
-                                       now, expires));
-                return absl::OkStatus();
-              }));
+    {
+      ConcurrencyLimit::Turn turn(claims_);
+      if (pg_) {
+        // One statement (autocommit, one round trip) when the lease is live and
+        // the verdict consistent; otherwise the transaction below finds out
+        // what is wrong.
+        DG_RETURN_IF_ERROR(
+            Run("FinishLeaseAndClaimNext", TxMode::kSingleStatement,
+                [&](SqlTx& tx) -> absl::Status {
+                  claimed.clear();
+                  std::vector<SqlValue> args = PgFinishArgs(ref, v, now);
+                  args.push_back(expires);
+                  DG_ASSIGN_OR_RETURN(SqlResult r,
+                                      tx.Exec(PgFinishAndClaim(), args));
+                  // One row per claimed job, or one without: whether the lease
+                  // was finished, the node's state, then kPgClaim's columns.
+                  const SqlRow& first = r.rows.at(0);
+                  done = first.Int(0) == 1;
+                  if (!first.IsNull(1)) {
+                    next.node_state = static_cast<v1::NodeState>(first.Int(1));
+                  }
+                  for (const SqlRow& row : r.rows) {
+                    if (!row.IsNull(2))
+                      claimed.push_back(ClaimedFromRow(row, 2));
+                  }
+                  return absl::OkStatus();
+                }));
+      }
+      if (!done) {
+        DG_RETURN_IF_ERROR(
+            Run("FinishLeaseAndClaimNext", TxMode::kWrite,
+                [&](SqlTx& tx) -> absl::Status {
+                  claimed.clear();
+                  DG_RETURN_IF_ERROR(FinishInTx(tx, ref, v, now));
+                  absl::StatusOr<v1::Node> node = LoadNode(tx, ref.node_id);
+                  // An unregistered node gets no claim; the verdict stands.
+                  if (absl::IsNotFound(node.status())) return absl::OkStatus();
+                  if (!node.ok()) return node.status();
+                  next.node_state = node->state();
+                  if (next.node_state != v1::ACTIVE) return absl::OkStatus();
+                  DG_ASSIGN_OR_RETURN(
+                      claimed, ClaimInTx(tx, ref.node_id, node->dimensions(), 1,
+                                         now, expires));
+                  return absl::OkStatus();
+                }));
+      }
     }
     DG_ASSIGN_OR_RETURN(
         std::vector<v1::Lease> leases,
@@ -2342,14 +2354,18 @@ class SqlStore : public Store {
   const StoreOptions options_;
   Clock* const clock_;
   const bool pg_;
+  // Claims in flight from this store (StoreOptions::max_concurrent_claims).
+  ConcurrencyLimit claims_;
   std::atomic<int64_t> submissions_{0};  // Queued by this store object.
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Store>> OpenSqlStore(
-    std::unique_ptr<SqlDriver> driver, const StoreOptions& options) {
-  auto store = std::make_unique<SqlStore>(std::move(driver), options);
+    std::unique_ptr<SqlDriver> driver, const StoreOptions& options,
+    SqlStoreHooks hooks) {
+  auto store =
+      std::make_unique<SqlStore>(std::move(driver), options, std::move(hooks));
   const int latest = AllMigrations().back().version;
   if (options.migrate) {
     DG_RETURN_IF_ERROR(store->Migrate());

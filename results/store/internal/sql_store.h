@@ -4,6 +4,7 @@
 #ifndef DENSEGATE_RESULTS_STORE_INTERNAL_SQL_STORE_H_
 #define DENSEGATE_RESULTS_STORE_INTERNAL_SQL_STORE_H_
 
+#include <functional>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -12,10 +13,18 @@
 
 namespace densegate::results::internal {
 
+// Test hooks of the store itself; they default to doing nothing.
+struct SqlStoreHooks {
+  // Called when a claim has to wait for its turn
+  // (StoreOptions::max_concurrent_claims).
+  std::function<void()> claim_waits;
+};
+
 // Wraps `driver`; migrates (options.migrate) or checks that the schema is
 // current.
 absl::StatusOr<std::unique_ptr<Store>> OpenSqlStore(
-    std::unique_ptr<SqlDriver> driver, const StoreOptions& options);
+    std::unique_ptr<SqlDriver> driver, const StoreOptions& options,
+    SqlStoreHooks hooks = {});
 
 }  // namespace densegate::results::internal
 
