@@ -413,7 +413,10 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
         if (st.ok() && verdict.decision() >= 0 && verdict.decision() < 4) {
           ++s_->verdicts_[verdict.decision()];
         }
-        if (st.ok() && verdict.decision() == v1::ACCEPT) {
+        // A lease this process granted knows whether its candidate aims at
+        // a branch (or re-measures one that does); one granted before a
+        // restart is looked up.
+        if (st.ok() && verdict.decision() == v1::ACCEPT && (merge_queue || !known)) {
           // Accepted and aimed at a branch: into the merge queue (the
           // merge loop lands it). Missed here (a crash right after the
           // verdict), the sweep at the next start enqueues it.
