@@ -1,8 +1,8 @@
 // ConcurrencyLimit: at most `max` callers inside at once; the others wait
 // their turn, first come first served. The PostgreSQL store runs its
 // claims through one: claimers all race for the rows at the head of the
-// queue, and PostgreSQL spent half the CPU per dispatch with two claims in
-// flight as with eight skipping and re-checking each other's locks
+// queue, and PostgreSQL spent about half the CPU per dispatch with two
+// claims in flight as with eight skipping and re-checking each other's locks
 // (scheduler/README.md, "Claims take turns").
 //
 // Thread-safe. Reentrancy is the caller's concern: a thread that enters

@@ -57,6 +57,15 @@ class Entries {
   std::vector<std::string> order_;
 };
 
+// A thread that takes a turn and records `name` once inside.
+std::thread EnterAndRecord(ConcurrencyLimit& limit, Entries& entries,
+                           std::string name) {
+  return std::thread([&limit, &entries, name = std::move(name)] {
+    ConcurrencyLimit::Turn turn(limit);
+    entries.Add(name);
+  });
+}
+
 TEST(ConcurrencyLimitTest, NoLimitNeverWaits) {
   WaitCounter waits;
   ConcurrencyLimit limit(0, waits.Hook());
@@ -72,10 +81,7 @@ TEST(ConcurrencyLimitTest, ACallerBeyondTheLimitWaitsForOneToLeave) {
   ConcurrencyLimit limit(1, waits.Hook());
   std::optional<ConcurrencyLimit::Turn> held;
   held.emplace(limit);
-  std::thread second([&] {
-    ConcurrencyLimit::Turn turn(limit);
-    entries.Add("second");
-  });
+  std::thread second = EnterAndRecord(limit, entries, "second");
   waits.AwaitWaits(1);
   // The second caller is waiting, not inside.
   EXPECT_TRUE(entries.order().empty());
@@ -95,10 +101,7 @@ TEST(ConcurrencyLimitTest, UpToTheLimitEnterWithoutWaiting) {
   one.emplace(limit);
   two.emplace(limit);
   EXPECT_EQ(waits.waits(), 0);
-  std::thread third([&] {
-    ConcurrencyLimit::Turn turn(limit);
-    entries.Add("third");
-  });
+  std::thread third = EnterAndRecord(limit, entries, "third");
   waits.AwaitWaits(1);
   EXPECT_TRUE(entries.order().empty());
   one.reset();
@@ -116,10 +119,7 @@ TEST(ConcurrencyLimitTest, WaitersEnterInArrivalOrder) {
   std::vector<std::thread> threads;
   const std::vector<std::string> names = {"a", "b", "c", "d"};
   for (size_t i = 0; i < names.size(); ++i) {
-    threads.emplace_back([&, name = names[i]] {
-      ConcurrencyLimit::Turn turn(limit);
-      entries.Add(name);
-    });
+    threads.push_back(EnterAndRecord(limit, entries, names[i]));
     // The next thread starts only once this one waits: arrival order is
     // the order of `names`.
     waits.AwaitWaits(static_cast<int>(i) + 1);
