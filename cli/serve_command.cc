@@ -109,7 +109,8 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max_concurrent_claims", args->max_concurrent_claims,
-                  "PostgreSQL: claims this scheduler runs at once (0: no limit); raise it for a "
+                  "PostgreSQL: claims this scheduler runs at once (0: no limit); replicas on "
+                  "one database add up, so give each 1 on a small database; raise it for a "
                   "distant or many-core database (scheduler/README.md)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));

@@ -13,7 +13,11 @@
 // then Synchronize: two round trips per job) and `claim_next` (FinishLease
 // with claim_next, whose reply carries the next lease: one round trip, what
 // `densegate node` does). The queue is filled through the store before
-// timing.
+// timing. CPU per dispatch: cpu_us for this process (scheduler, gRPC, store
+// client and the simulated nodes together), db_us for the PostgreSQL
+// backends (0 for SQLite, whose work is in cpu_us), and cpu_bound_2core =
+// 2 s / (cpu_us + db_us), the rate two otherwise idle cores would carry if
+// CPU were the only limit.
 //
 // BM_RpcFloor: what the RPC layer alone allows on this machine, for reading
 // the dispatch rate against. The same closed loop of unary calls from N
@@ -178,14 +182,27 @@ Fixture* Setup(benchmark::State& state, bool postgres, int nodes, int jobs,
   return Fixtures().back().get();
 }
 
+// CPU seconds used by this process so far (all threads).
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
 void BM_Dispatch(benchmark::State& state, bool postgres, bool claim_next) {
   if (postgres && results::testing::PostgresUrlFromEnv().empty()) {
     state.SkipWithError("DENSEGATE_PG_URL not set: eval \"$(tools/pg_cluster.sh start)\"");
     return;
   }
+  double cpu_start = 0;
+  double db_cpu_start = 0;
   if (state.thread_index() == 0) {
     g_fixture = Setup(state, postgres, state.threads(), static_cast<int>(state.range(0)),
                       absl::Minutes(10));
+    if (g_fixture != nullptr) {
+      db_cpu_start = g_fixture->db->BackendCpuSeconds();
+      cpu_start = ProcessCpuSeconds();
+    }
   }
   int64_t dispatched = 0;
   std::unique_ptr<v1::NodeService::Stub> stub;
@@ -230,6 +247,15 @@ void BM_Dispatch(benchmark::State& state, bool postgres, bool claim_next) {
     if (finished.has_next_lease()) held = finished.next_lease();
   }
   state.SetItemsProcessed(dispatched);
+  if (state.thread_index() == 0 && g_fixture != nullptr) {
+    // Thread 0 finishes with the others (the loop's end is a barrier).
+    const double dispatches = static_cast<double>(state.iterations()) * state.threads();
+    const double cpu_us = (ProcessCpuSeconds() - cpu_start) * 1e6 / dispatches;
+    const double db_us = (g_fixture->db->BackendCpuSeconds() - db_cpu_start) * 1e6 / dispatches;
+    state.counters["cpu_us"] = cpu_us;
+    state.counters["db_us"] = db_us;
+    state.counters["cpu_bound_2core"] = 2e6 / (cpu_us + db_us);
+  }
 }
 
 // Heartbeat answers at once; nothing else is served.
@@ -248,12 +274,6 @@ class CallbackNoOp final : public v1::NodeService::CallbackService {
     return reactor;
   }
 };
-
-double ProcessCpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
 
 void BM_RpcFloor(benchmark::State& state, bool callback) {
   double cpu_start = 0;

@@ -390,7 +390,10 @@ struct StoreOptions {
   // than with none (scheduler/README.md). 2 rather than 1: as fast here,
   // and a claim waiting on a slow statement or a distant server does not
   // stop every other. Raise it for a distant database or one with many
-  // cores. < 1: no limit. SQLite ignores it: its writers take turns anyway.
+  // cores. The limit is per store: several schedulers on one database run
+  // up to the sum of theirs at once, and PostgreSQL's work per dispatch
+  // follows that sum. < 1: no limit. SQLite ignores it: its writers take
+  // turns anyway.
   int max_concurrent_claims = 2;
 };
 

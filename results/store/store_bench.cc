@@ -11,7 +11,9 @@
 // threads, as in `densegate serve`; each thread is a registered node that
 // finishes its lease with a verdict and gets its next lease in the same
 // call. `claims` is StoreOptions::max_concurrent_claims (0: no limit), side
-// by side.
+// by side. `replicas` > 1 models several schedulers on one PostgreSQL
+// database: that many stores, each with its own claim limit, the threads
+// dealt among them in turn.
 //
 // items_per_second is dispatches per second, all threads together. The
 // queue is filled before timing starts.
@@ -22,10 +24,8 @@
 // dispatch, and cpu_bound_2core = 2 s / (client_us + server_us): the rate
 // two otherwise idle cores would sustain if CPU is the limit.
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,7 +34,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "benchmark/benchmark.h"
 #include "proto/densegate.pb.h"
 #include "results/store/store.h"
@@ -48,7 +47,8 @@ constexpr int kJobsPerRun = 8000;
 
 struct Fixture {
   std::unique_ptr<testing::TestDatabase> db;
-  // One per thread (BM_ClaimAndFinish) or one for all (the others).
+  // One per thread (BM_ClaimAndFinish) or one per scheduler replica
+  // (BM_FinishAndClaimNext).
   std::vector<std::unique_ptr<Store>> stores;
   // BM_FinishAndClaimNext: each thread's node and first lease.
   std::vector<std::string> node_ids;
@@ -69,30 +69,6 @@ double ProcessCpuSeconds() {
   getrusage(RUSAGE_SELF, &u);
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec +
          (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
-// CPU seconds used so far by the PostgreSQL backends connected to the
-// fixture's database (0 if not PostgreSQL or /proc is not readable).
-double ServerCpuSeconds(Fixture& f) {
-  if (!f.db->is_postgres()) return 0;
-  absl::StatusOr<std::vector<std::vector<std::string>>> pids = f.db->Query(
-      "SELECT pid FROM pg_stat_activity WHERE datname = current_database()");
-  if (!pids.ok()) return 0;
-  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
-  double total = 0;
-  for (const auto& row : *pids) {
-    std::ifstream stat(absl::StrCat("/proc/", row.at(0), "/stat"));
-    std::string content((std::istreambuf_iterator<char>(stat)),
-                        std::istreambuf_iterator<char>());
-    size_t close = content.rfind(')');
-    if (close == std::string::npos) continue;
-    std::vector<std::string> fields =
-        absl::StrSplit(content.substr(close + 2), ' ');
-    // Fields after the command: state is [0]; utime and stime are [11], [12].
-    if (fields.size() < 13) continue;
-    total += (std::stod(fields[11]) + std::stod(fields[12])) / tick;
-  }
-  return total;
 }
 
 SubmitParams Job(int i) {
@@ -177,7 +153,7 @@ struct CpuStart {
 CpuStart ReadCpu() {
   CpuStart start;
   if (g_current != nullptr) {
-    start.server = ServerCpuSeconds(*g_current);
+    start.server = g_current->db->BackendCpuSeconds();
     start.client = ProcessCpuSeconds();
   }
   return start;
@@ -189,7 +165,7 @@ void ReportCpu(benchmark::State& state, const CpuStart& start,
                double dispatches) {
   if (state.thread_index() != 0 || g_current == nullptr) return;
   const double client = ProcessCpuSeconds() - start.client;
-  const double server = ServerCpuSeconds(*g_current) - start.server;
+  const double server = g_current->db->BackendCpuSeconds() - start.server;
   const double client_us = client / dispatches * 1e6;
   const double server_us = server / dispatches * 1e6;
   state.counters["client_us"] = client_us;
@@ -286,7 +262,8 @@ void BM_FinishAndClaimNext(benchmark::State& state, bool postgres) {
   if (state.thread_index() == 0) {
     StoreOptions options;
     options.max_concurrent_claims = static_cast<int>(state.range(0));
-    g_current = Setup(state, postgres, 1, options);
+    g_current =
+        Setup(state, postgres, static_cast<int>(state.range(1)), options);
     if (g_current != nullptr && !LeaseFirstJobs(state, *g_current)) {
       g_current = nullptr;
     }
@@ -302,13 +279,14 @@ void BM_FinishAndClaimNext(benchmark::State& state, bool postgres) {
       state.SkipWithError("setup failed");
       break;
     }
+    Store& store = *f->stores[state.thread_index() % f->stores.size()];
     if (!lease.has_value()) {
       lease = f->first_leases[state.thread_index()];
       node_id = f->node_ids[state.thread_index()];
     }
     v1::Verdict v = verdict;
     v.set_evaluation_id(lease->evaluation().id());
-    absl::StatusOr<NextClaim> next = f->stores.front()->FinishLeaseAndClaimNext(
+    absl::StatusOr<NextClaim> next = store.FinishLeaseAndClaimNext(
         {lease->id(), node_id}, v, absl::Minutes(5));
     if (!next.ok()) {
       state.SkipWithError(std::string(next.status().message()).c_str());
@@ -354,9 +332,11 @@ void Register() {
     bool postgres;
     int threads;
     int claims;
+    int replicas;
   };
   const NextConfig next_configs[] = {
-      {false, 8, 1}, {true, 1, 1}, {true, 8, 0}, {true, 8, 1}, {true, 8, 2},
+      {false, 8, 1, 1}, {true, 1, 1, 1}, {true, 8, 0, 1}, {true, 8, 1, 1},
+      {true, 8, 2, 1},  {true, 8, 2, 4}, {true, 8, 1, 4},
   };
   for (const NextConfig& c : next_configs) {
     // Each thread's first lease is claimed outside the loop.
@@ -364,8 +344,8 @@ void Register() {
     benchmark::RegisterBenchmark(c.postgres ? "BM_FinishAndClaimNext/postgresql"
                                             : "BM_FinishAndClaimNext/sqlite",
                                  BM_FinishAndClaimNext, c.postgres)
-        ->Arg(c.claims)
-        ->ArgName("claims")
+        ->Args({c.claims, c.replicas})
+        ->ArgNames({"claims", "replicas"})
         ->Threads(c.threads)
         ->Iterations(iterations)
         ->UseRealTime()

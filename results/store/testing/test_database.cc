@@ -1,7 +1,11 @@
 #include "results/store/testing/test_database.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <pqxx/pqxx>
 #include <string>
@@ -12,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "results/store/internal/pg_driver.h"
 #include "results/store/internal/schema.h"
@@ -246,6 +251,34 @@ absl::StatusOr<int64_t> TestDatabase::QueryInt(absl::string_view sql) {
         absl::StrCat("not an integer: ", rows->at(0).at(0)));
   }
   return v;
+}
+
+double TestDatabase::BackendCpuSeconds() {
+  if (!is_postgres()) return 0;
+  absl::StatusOr<std::vector<std::vector<std::string>>> pids = Query(
+      "SELECT pid FROM pg_stat_activity WHERE datname = current_database()");
+  if (!pids.ok()) return 0;
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  double total = 0;
+  for (const std::vector<std::string>& row : *pids) {
+    std::ifstream stat(absl::StrCat("/proc/", row.at(0), "/stat"));
+    const std::string content((std::istreambuf_iterator<char>(stat)),
+                              std::istreambuf_iterator<char>());
+    // The command (field 2) is in parentheses and may hold spaces.
+    const size_t close = content.rfind(')');
+    if (close == std::string::npos || close + 2 > content.size()) continue;
+    const std::vector<std::string> fields =
+        absl::StrSplit(content.substr(close + 2), ' ');
+    // After the command: state is [0]; utime and stime are [11] and [12].
+    double utime = 0;
+    double stime = 0;
+    if (fields.size() < 13 || !absl::SimpleAtod(fields[11], &utime) ||
+        !absl::SimpleAtod(fields[12], &stime)) {
+      continue;
+    }
+    total += (utime + stime) / tick;
+  }
+  return total;
 }
 
 absl::StatusOr<int> TestDatabase::TerminateOtherSessions() {

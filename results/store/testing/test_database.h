@@ -49,6 +49,14 @@ class TestDatabase {
   // One integer, e.g. SELECT count(*) ...
   absl::StatusOr<int64_t> QueryInt(absl::string_view sql);
 
+  // CPU seconds (user and system) used so far by the PostgreSQL backends
+  // now connected to this database, read from /proc: for benchmarks that
+  // report the server's share. 0 for SQLite, or when the server runs
+  // elsewhere (its processes are not in this machine's /proc). A backend
+  // that has exited is no longer counted: read it while the connections
+  // that did the work are open.
+  double BackendCpuSeconds();
+
   // PostgreSQL only: terminates every other session connected to this
   // database (the stores' connections) and waits until they are gone.
   // Returns how many were terminated.
