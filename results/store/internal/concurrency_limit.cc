@@ -1,5 +1,6 @@
 #include "results/store/internal/concurrency_limit.h"
 
+#include <memory>
 #include <utility>
 
 namespace densegate::results::internal {
@@ -20,29 +21,30 @@ void ConcurrencyLimit::Enter() {
     ++inside_;
     return;
   }
-  Waiter me;
-  waiting_.push_back(&me);
+  auto me = std::make_shared<Waiter>();
+  waiting_.push_back(me);
   if (on_wait_) {
     lock.unlock();
     on_wait_();
     lock.lock();
   }
   // Leave hands over its place: inside_ already counts this caller.
-  me.admitted_cv.wait(lock, [&] { return me.admitted; });
+  me->admitted_cv.wait(lock, [&] { return me->admitted; });
 }
 
 void ConcurrencyLimit::Leave() {
   if (max_ < 1) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (waiting_.empty()) {
-    --inside_;
-    return;
+  std::shared_ptr<Waiter> next;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (waiting_.empty()) {
+      --inside_;
+      return;
+    }
+    next = std::move(waiting_.front());
+    waiting_.pop_front();
+    next->admitted = true;
   }
-  Waiter* next = waiting_.front();
-  waiting_.pop_front();
-  next->admitted = true;
-  // Under the lock: `next` lives on its thread's stack until it sees
-  // `admitted`, which it cannot before the lock is released.
   next->admitted_cv.notify_one();
 }
 

@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 
 namespace densegate::results::internal {
@@ -39,7 +40,12 @@ class ConcurrencyLimit {
   };
 
  private:
-  // A caller waiting its turn; Leave hands its place to the first one.
+  // A caller waiting its turn; Leave hands its place to the first one and
+  // notifies it after letting go of `mu_`, so that the woken thread does not
+  // wake into a held lock and sleep again (scheduler/README.md, "Claims take
+  // turns"). Shared: Leave's reference keeps the condition variable alive
+  // while it notifies, even if the waiter has already seen `admitted` and
+  // returned.
   struct Waiter {
     std::condition_variable admitted_cv;
     bool admitted = false;
@@ -55,7 +61,7 @@ class ConcurrencyLimit {
   int inside_ = 0;
   // In arrival order. Each waiter has its own condition variable, so that a
   // turn wakes one thread, not all of them.
-  std::deque<Waiter*> waiting_;
+  std::deque<std::shared_ptr<Waiter>> waiting_;
 };
 
 }  // namespace densegate::results::internal
