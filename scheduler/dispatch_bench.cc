@@ -183,20 +183,20 @@ Fixture* Setup(benchmark::State& state, bool postgres, int nodes, int jobs,
   return Fixtures().back().get();
 }
 
-// CPU seconds used by this process so far (all threads).
-double ProcessCpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
+// This process's usage so far, all threads: CPU seconds, and the times its
+// threads were switched out, waiting (voluntary) or preempted. Each switch is
+// a wake-up to pay for: on the 2-core virtual machine these figures come
+// from, much of a dispatch's kernel time.
+struct ProcessUsage {
+  double cpu_seconds = 0;
+  double switches = 0;
+};
 
-// Times this process's threads were switched out so far, waiting (voluntary)
-// or preempted: each is a wake-up to pay for, and on the 2-core virtual
-// machine these figures come from, much of a dispatch's kernel time.
-double ProcessContextSwitches() {
+ProcessUsage ReadProcessUsage() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_nvcsw + u.ru_nivcsw);
+  return {u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6,
+          static_cast<double>(u.ru_nvcsw + u.ru_nivcsw)};
 }
 
 void BM_Dispatch(benchmark::State& state, bool postgres, bool claim_next) {
@@ -204,16 +204,14 @@ void BM_Dispatch(benchmark::State& state, bool postgres, bool claim_next) {
     state.SkipWithError("DENSEGATE_PG_URL not set: eval \"$(tools/pg_cluster.sh start)\"");
     return;
   }
-  double cpu_start = 0;
-  double switches_start = 0;
+  ProcessUsage usage_start;
   double db_cpu_start = 0;
   if (state.thread_index() == 0) {
     g_fixture = Setup(state, postgres, state.threads(), static_cast<int>(state.range(0)),
                       absl::Minutes(10));
     if (g_fixture != nullptr) {
       db_cpu_start = g_fixture->db->BackendCpuSeconds();
-      cpu_start = ProcessCpuSeconds();
-      switches_start = ProcessContextSwitches();
+      usage_start = ReadProcessUsage();
     }
   }
   int64_t dispatched = 0;
@@ -262,10 +260,11 @@ void BM_Dispatch(benchmark::State& state, bool postgres, bool claim_next) {
   if (state.thread_index() == 0 && g_fixture != nullptr) {
     // Thread 0 finishes with the others (the loop's end is a barrier).
     const double dispatches = static_cast<double>(state.iterations()) * state.threads();
-    const double cpu_us = (ProcessCpuSeconds() - cpu_start) * 1e6 / dispatches;
+    const ProcessUsage usage = ReadProcessUsage();
+    const double cpu_us = (usage.cpu_seconds - usage_start.cpu_seconds) * 1e6 / dispatches;
     const double db_us = (g_fixture->db->BackendCpuSeconds() - db_cpu_start) * 1e6 / dispatches;
     state.counters["cpu_us"] = cpu_us;
-    state.counters["switches"] = (ProcessContextSwitches() - switches_start) / dispatches;
+    state.counters["switches"] = (usage.switches - usage_start.switches) / dispatches;
     state.counters["db_us"] = db_us;
     state.counters["cpu_bound_2core"] = 2e6 / (cpu_us + db_us);
   }
@@ -311,7 +310,7 @@ void BM_RpcFloor(benchmark::State& state, bool callback) {
           grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
       Fixtures().push_back(std::move(f));
       g_fixture = Fixtures().back().get();
-      cpu_start = ProcessCpuSeconds();
+      cpu_start = ReadProcessUsage().cpu_seconds;
     }
   }
   std::unique_ptr<v1::NodeService::Stub> stub;
@@ -334,8 +333,8 @@ void BM_RpcFloor(benchmark::State& state, bool callback) {
   state.SetItemsProcessed(state.iterations());
   if (state.thread_index() == 0 && g_fixture != nullptr) {
     // Thread 0 finishes with the others (the loop's end is a barrier).
-    state.counters["cpu_us"] = benchmark::Counter((ProcessCpuSeconds() - cpu_start) * 1e6 /
-                                                  (state.iterations() * state.threads()));
+    state.counters["cpu_us"] = benchmark::Counter((ReadProcessUsage().cpu_seconds - cpu_start) *
+                                                  1e6 / (state.iterations() * state.threads()));
     g_fixture->noop_server->Shutdown();
   }
 }
