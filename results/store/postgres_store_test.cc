@@ -351,6 +351,220 @@ TEST_F(PostgresStoreTest, WithoutALimitClaimsRunTogether) {
   EXPECT_EQ(waits, 0);
 }
 
+// Finishes that wait for the claim turn together: holds one ClaimJobs
+// statement (holding the turn of a store with a limit of 1) while the
+// finishes queue up behind it, and counts the finish statements.
+class HeldTurn {
+ public:
+  std::function<void(absl::string_view, int)> Hook() {
+    return [this](absl::string_view op, int) {
+      bool hold = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (op == "FinishLeaseAndClaimNext") ++finish_statements_;
+        if (op == "ClaimJobs" && armed_) {
+          armed_ = false;
+          hold = true;
+        }
+      }
+      if (!hold) return;
+      inside.Set();
+      release.Wait();
+    };
+  }
+  std::function<void()> WaitHook() {
+    return [this] {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++waits_;
+      changed_.notify_all();
+    };
+  }
+  void Arm() {
+    std::lock_guard<std::mutex> lock(mu_);
+    armed_ = true;
+  }
+  void AwaitWaits(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait(lock, [&] { return waits_ >= n; });
+  }
+  int finish_statements() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return finish_statements_;
+  }
+
+  Event inside;
+  Event release;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  bool armed_ = false;
+  int waits_ = 0;
+  int finish_statements_ = 0;
+};
+
+v1::NodeDimensions NodeDims(absl::string_view kind) {
+  v1::NodeDimensions d;
+  d.set_accelerator_kind(std::string(kind));
+  d.set_accelerator_count(kind == "cpu" ? 0 : 8);
+  d.set_fingerprint("fp-1");
+  return d;
+}
+
+// Three nodes, each holding a lease, finish while the claim turn is held:
+// the first finish waits for the turn alone, the next two wait behind it
+// and run as one batch. Returns each finish's result, in that order.
+struct BatchRun {
+  std::vector<std::string> nodes;
+  std::vector<absl::StatusOr<NextClaim>> next;
+  int finish_statements = 0;
+};
+BatchRun FinishThreeWhileTheTurnIsHeld(
+    Store& store, HeldTurn& held, const std::vector<std::string>& kinds,
+    std::function<void(const std::vector<std::string>& nodes)> before_finishes =
+        nullptr) {
+  BatchRun out;
+  std::vector<std::string> leases;
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    absl::StatusOr<v1::Node> node =
+        store.RegisterNode(absl::StrCat("node-", i), NodeDims(kinds[i]));
+    EXPECT_TRUE(node.ok()) << node.status();
+    if (!node.ok()) return out;
+    EXPECT_TRUE(store.SetNodeState(node->id(), v1::ACTIVE).ok());
+    ClaimRequest req;
+    req.node_id = node->id();
+    req.dimensions = NodeDims(kinds[i]);
+    absl::StatusOr<std::vector<v1::Lease>> lease = store.ClaimJobs(req);
+    EXPECT_TRUE(lease.ok()) << lease.status();
+    if (!lease.ok() || lease->size() != 1) return out;
+    out.nodes.push_back(node->id());
+    leases.push_back(lease->front().id());
+  }
+  if (before_finishes) before_finishes(out.nodes);
+  held.Arm();
+  std::thread holder([&] { (void)store.ClaimJobs(ClaimFor("idle-node")); });
+  held.inside.Wait();
+  out.next.resize(kinds.size(), absl::UnknownError("not run"));
+  std::vector<std::thread> finishes;
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    finishes.emplace_back([&, i] {
+      out.next[i] = store.FinishLeaseAndClaimNext({leases[i], out.nodes[i]},
+                                                  Accept(), absl::Minutes(5));
+    });
+    held.AwaitWaits(static_cast<int>(i) + 1);
+  }
+  const int before = held.finish_statements();
+  held.release.Set();
+  holder.join();
+  for (std::thread& t : finishes) t.join();
+  out.finish_statements = held.finish_statements() - before;
+  return out;
+}
+
+class PostgresBatchTest : public PostgresStoreTest {
+ protected:
+  // A store with one claim statement at a time, whose turn `held` can hold.
+  absl::StatusOr<std::unique_ptr<Store>> OpenWithHeldTurn() {
+    internal::SqlStoreHooks store_hooks;
+    store_hooks.claim_waits = held.WaitHook();
+    return OpenWithHook(held.Hook(), /*max_concurrent_claims=*/1, store_hooks);
+  }
+  // Submits `n` candidates (no requirements); their evaluations in order.
+  std::vector<std::string> SubmitInOrder(Store& store, int n) {
+    std::vector<std::string> evaluations;
+    for (int i = 0; i < n; ++i) {
+      absl::StatusOr<SubmitResult> r =
+          store.Submit(Params(absl::StrCat("c", i)));
+      EXPECT_TRUE(r.ok()) << r.status();
+      evaluations.push_back(r.ok() ? r->evaluation.id() : "");
+    }
+    return evaluations;
+  }
+
+  HeldTurn held;
+};
+
+TEST_F(PostgresBatchTest, FinishesWaitingTogetherRunAsOneStatement) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, OpenWithHeldTurn());
+  std::vector<std::string> evaluations = SubmitInOrder(*store, 7);
+  // Jobs 0-2 are leased to the three nodes first; the held claim (of a node
+  // that is not registered) takes job 3 once released.
+  BatchRun run =
+      FinishThreeWhileTheTurnIsHeld(*store, held, {"cpu", "cpu", "cpu"});
+  ASSERT_EQ(run.next.size(), 3u);
+  EXPECT_EQ(run.finish_statements, 2);
+  // In arrival order, each node gets the next job in queue order.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(run.next[i].ok()) << i << ": " << run.next[i].status();
+    EXPECT_EQ(run.next[i]->node_state, v1::ACTIVE);
+    ASSERT_TRUE(run.next[i]->lease.has_value()) << i;
+    EXPECT_EQ(run.next[i]->lease->evaluation().id(), evaluations[4 + i]) << i;
+    EXPECT_EQ(run.next[i]->lease->evaluation().state(), v1::RUNNING) << i;
+  }
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(v1::Evaluation e,
+                         store->GetEvaluation(evaluations[i]));
+    EXPECT_EQ(e.state(), v1::FINISHED) << i;
+    EXPECT_EQ(e.verdict().decision(), v1::ACCEPT) << i;
+  }
+  EXPECT_EQ(Count("verdicts"), 3);
+  EXPECT_EQ(Count("metric_comparisons"), 3);
+  EXPECT_EQ(Count("leases WHERE state = 1"), 4);
+}
+
+TEST_F(PostgresBatchTest, ABatchOfUnlikeNodesClaimsForEachAlone) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, OpenWithHeldTurn());
+  // Two jobs for the GPU node, then CPU work for anyone. The cpu-only jobs
+  // run anywhere (no requirements); the GPU jobs only on an H200.
+  std::vector<std::string> evaluations;
+  for (int i = 0; i < 8; ++i) {
+    SubmitParams p = Params(absl::StrCat("c", i));
+    if (i == 0 || i == 5) p.requirements.accelerator_kind = "nvidia-h200";
+    ASSERT_OK_AND_ASSIGN(SubmitResult r, store->Submit(p));
+    evaluations.push_back(r.evaluation.id());
+  }
+  // node-0 (cpu) takes job 1, node-1 (cpu) job 2, node-2 (gpu) job 0; the
+  // held claim takes job 3. Then node-1 and node-2 finish in one batch:
+  // node-1 must get job 4 and node-2 the other GPU job, 5.
+  BatchRun run = FinishThreeWhileTheTurnIsHeld(*store, held,
+                                               {"cpu", "cpu", "nvidia-h200"});
+  ASSERT_EQ(run.next.size(), 3u);
+  std::vector<std::string> got;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(run.next[i].ok()) << i << ": " << run.next[i].status();
+    ASSERT_TRUE(run.next[i]->lease.has_value()) << i;
+    got.push_back(run.next[i]->lease->evaluation().id());
+  }
+  // node-0's finish ran alone first and took job 4 (the first it matches).
+  EXPECT_EQ(got[0], evaluations[4]);
+  EXPECT_EQ(got[1], evaluations[6]);
+  EXPECT_EQ(got[2], evaluations[5]);
+  EXPECT_EQ(Count("verdicts"), 3);
+}
+
+TEST_F(PostgresBatchTest, ABatchLeavesAJobPinnedToOneOfItsNodesToThatNode) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, OpenWithHeldTurn());
+  std::vector<std::string> evaluations = SubmitInOrder(*store, 7);
+  // Once the nodes hold jobs 0-2, a calibration job pinned to node-2: it
+  // comes before all other work for node-2 and for no other node.
+  BatchRun run = FinishThreeWhileTheTurnIsHeld(
+      *store, held, {"cpu", "cpu", "cpu"},
+      [&](const std::vector<std::string>& nodes) {
+        ASSERT_OK(store->EnqueueCalibration(nodes[2], 3).status());
+      });
+  ASSERT_EQ(run.next.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(run.next[i].ok()) << i << ": " << run.next[i].status();
+    ASSERT_TRUE(run.next[i]->lease.has_value()) << i;
+  }
+  // node-0 alone took job 4 (the held claim took 3); node-1 and node-2
+  // finished together.
+  EXPECT_EQ(run.next[0]->lease->evaluation().id(), evaluations[4]);
+  EXPECT_EQ(run.next[1]->lease->evaluation().id(), evaluations[5]);
+  EXPECT_EQ(run.next[2]->lease->job_kind(), v1::CALIBRATION);
+  EXPECT_EQ(Count("verdicts"), 3);
+}
+
 TEST_F(PostgresStoreTest, FinishInterruptedBeforeItsStatementCanBeRetried) {
   // On PostgreSQL a successful FinishLease is one statement (index 0).
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store,

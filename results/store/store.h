@@ -286,8 +286,9 @@ class Store {
   // FinishLease, then, when the lease's node is ACTIVE, one claim for it as
   // ClaimJobs with its registered dimensions and max_jobs 1 would make. A
   // failed finish claims nothing and returns FinishLease's error. On
-  // PostgreSQL both are one statement (one round trip instead of three with
-  // GetNode); elsewhere they are the three calls in turn.
+  // PostgreSQL both are one statement, shared by the calls that wait for a
+  // claim turn at the same time (one round trip for all of them;
+  // results/store/README.md); on SQLite one write transaction.
   virtual absl::StatusOr<NextClaim> FinishLeaseAndClaimNext(
       const LeaseRef& lease, const v1::Verdict& verdict,
       absl::Duration lease_duration) = 0;
@@ -383,18 +384,19 @@ struct StoreOptions {
   // PostgreSQL: idle connections kept for reuse (more are opened on demand
   // while many threads call at once).
   int max_idle_connections = 16;
-  // PostgreSQL: claims (ClaimJobs, FinishLeaseAndClaimNext) this store runs
-  // at once; more wait their turn, in arrival order. Claimers all race for
-  // the rows at the head of the queue: with PostgreSQL on the same 2-core
-  // machine, 8 nodes dispatched about 1.3x faster through a limit of 1 or 2
-  // than with none (scheduler/README.md). 2 rather than 1: as fast here,
-  // and a claim waiting on a slow statement or a distant server does not
-  // stop every other. Raise it for a distant database or one with many
-  // cores. The limit is per store: several schedulers on one database run
-  // up to the sum of theirs at once, and PostgreSQL's work per dispatch
-  // follows that sum. < 1: no limit. SQLite ignores it: its writers take
-  // turns anyway.
-  int max_concurrent_claims = 2;
+  // PostgreSQL: claim statements (ClaimJobs, FinishLeaseAndClaimNext) this
+  // store runs at once; more wait their turn, in arrival order, and the
+  // FinishLeaseAndClaimNext calls waiting together share the next
+  // statement. Claimers all race for the rows at the head of the queue, so
+  // fewer at once cost PostgreSQL less per dispatch; with 1, the batches
+  // grow while a statement runs, and 8 nodes on the same 2-core machine
+  // dispatched 1.16-1.30x faster than at 2 without batches, at about half
+  // the CPU per dispatch (scheduler/README.md, "Finishes and claims in
+  // batches"). Raise it for a database with many cores. The limit is per
+  // store: several schedulers on one database run up to the sum of theirs
+  // at once, and PostgreSQL's work per dispatch follows that sum. < 1: no
+  // limit and no batches. SQLite ignores it: its writers take turns anyway.
+  int max_concurrent_claims = 1;
 };
 
 // Opens a store from a URL:

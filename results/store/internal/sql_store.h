@@ -16,7 +16,8 @@ namespace densegate::results::internal {
 // Test hooks of the store itself; they default to doing nothing.
 struct SqlStoreHooks {
   // Called when a claim has to wait for its turn
-  // (StoreOptions::max_concurrent_claims).
+  // (StoreOptions::max_concurrent_claims), and when a FinishLeaseAndClaimNext
+  // waits for a batch to run it.
   std::function<void()> claim_waits;
 };
 
