@@ -1851,6 +1851,19 @@ class SqlStore : public Store {
       " LEFT JOIN evaluations ev ON ev.id = cl.evaluation_id"
       " LEFT JOIN candidates c ON c.id = ev.candidate_id ORDER BY i.item";
   static_assert(v1::ACTIVE == 2, "kPgFinishAndClaimBatch names ACTIVE as 2");
+  // kPgFinishAndClaimBatch's text for a batch of `n` (2 to kMaxFinishBatch),
+  // made once per size rather than on every statement.
+  static const std::string& PgFinishAndClaimBatch(size_t n) {
+    static const std::vector<std::string>* texts = [] {
+      auto* v = new std::vector<std::string>;
+      for (int i = 0; i <= kMaxFinishBatch; ++i) {
+        v->push_back(absl::StrReplaceAll(kPgFinishAndClaimBatch,
+                                         {{"@LIMIT@", absl::StrCat(i)}}));
+      }
+      return v;
+    }();
+    return texts->at(n);
+  }
 
   // PostgreSQL array literals, passed as one text parameter.
   static SqlValue PgArray(const std::vector<int64_t>& v) {
@@ -2486,11 +2499,8 @@ class SqlStore : public Store {
     return Run("FinishLeaseAndClaimNext", TxMode::kSingleStatement,
                [&](SqlTx& tx) -> absl::Status {
                  DG_ASSIGN_OR_RETURN(
-                     SqlResult r,
-                     tx.Exec(absl::StrReplaceAll(
-                                 kPgFinishAndClaimBatch,
-                                 {{"@LIMIT@", absl::StrCat(batch.size())}}),
-                             PgFinishBatchArgs(batch, now)));
+                     SqlResult r, tx.Exec(PgFinishAndClaimBatch(batch.size()),
+                                          PgFinishBatchArgs(batch, now)));
                  if (r.rows.size() != batch.size()) {
                    return absl::InternalError(absl::StrCat(
                        "a batch of ", batch.size(), " finishes returned ",
