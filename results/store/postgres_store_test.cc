@@ -4,7 +4,6 @@
 // Sessions are killed for real (pg_terminate_backend from a second
 // connection), between calls and in the middle of a transaction; the store
 // must answer UnavailableError, leave nothing half-written, and reconnect.
-#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -24,6 +23,7 @@
 #include "results/store/internal/sql_store.h"
 #include "results/store/store.h"
 #include "results/store/testing/test_database.h"
+#include "results/store/testing/thread_signals.h"
 
 // libpqxx 6.4 leaks the libpq result of the statement that discovers a
 // broken connection (in register_prepared and in its internal exec); these
@@ -83,25 +83,8 @@ void ExpectConnectionLost(const absl::Status& s) {
   EXPECT_THAT(s.message(), HasSubstr("reconnects"));
 }
 
-// A one-shot signal between threads (std primitives, which ThreadSanitizer
-// sees).
-class Event {
- public:
-  void Set() {
-    std::lock_guard<std::mutex> lock(mu_);
-    set_ = true;
-    cv_.notify_all();
-  }
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return set_; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool set_ = false;
-};
+using testing::Counter;
+using testing::Event;
 
 // A ClaimJobs statement hook that holds the first claim's statement until
 // `release`, and counts the claim statements that began.
@@ -372,21 +355,12 @@ class HeldTurn {
       release.Wait();
     };
   }
-  std::function<void()> WaitHook() {
-    return [this] {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++waits_;
-      changed_.notify_all();
-    };
-  }
+  std::function<void()> WaitHook() { return waits_.Hook(); }
   void Arm() {
     std::lock_guard<std::mutex> lock(mu_);
     armed_ = true;
   }
-  void AwaitWaits(int n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    changed_.wait(lock, [&] { return waits_ >= n; });
-  }
+  void AwaitWaits(int n) { waits_.AwaitAtLeast(n); }
   int finish_statements() {
     std::lock_guard<std::mutex> lock(mu_);
     return finish_statements_;
@@ -397,10 +371,9 @@ class HeldTurn {
 
  private:
   std::mutex mu_;
-  std::condition_variable changed_;
   bool armed_ = false;
-  int waits_ = 0;
   int finish_statements_ = 0;
+  Counter waits_;
 };
 
 v1::NodeDimensions NodeDims(absl::string_view kind) {

@@ -1,7 +1,6 @@
 #include "results/store/internal/batch_turn.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -10,33 +9,12 @@
 
 #include "absl/types/span.h"
 #include "gtest/gtest.h"
+#include "results/store/testing/thread_signals.h"
 
 namespace densegate::results::internal {
 namespace {
 
-// A one-shot signal, and a counter the test can wait on. std primitives,
-// so that ThreadSanitizer sees them.
-class Counter {
- public:
-  void Add() {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++n_;
-    changed_.notify_all();
-  }
-  void AwaitAtLeast(int n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    changed_.wait(lock, [&] { return n_ >= n; });
-  }
-  int value() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return n_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable changed_;
-  int n_ = 0;
-};
+using testing::Counter;
 
 struct Item {
   std::string name;
@@ -77,7 +55,7 @@ class Batches {
 
 TEST(BatchTurnTest, WithoutALimitEachCallerRunsAloneAtOnce) {
   Counter waits;
-  BatchTurn<Item> turn(0, 8, [&] { waits.Add(); });
+  BatchTurn<Item> turn(0, 8, waits.Hook());
   std::vector<std::vector<std::string>> seen;
   Item a{"a"};
   Item b{"b"};
@@ -95,7 +73,7 @@ TEST(BatchTurnTest, WithoutALimitEachCallerRunsAloneAtOnce) {
 TEST(BatchTurnTest, CallersArrivingDuringABatchRunTogetherInArrivalOrder) {
   Counter waits;
   Batches batches;
-  BatchTurn<Item> turn(1, 8, [&] { waits.Add(); });
+  BatchTurn<Item> turn(1, 8, waits.Hook());
   std::vector<Item> items = {{"first"}, {"b"}, {"c"}, {"d"}};
   auto run = [&](absl::Span<Item* const> batch) { batches.Record(batch); };
   std::vector<std::thread> threads;
@@ -116,7 +94,7 @@ TEST(BatchTurnTest, CallersArrivingDuringABatchRunTogetherInArrivalOrder) {
 TEST(BatchTurnTest, ABatchHoldsAtMostMaxBatchCallers) {
   Counter waits;
   Batches batches;
-  BatchTurn<Item> turn(1, 2, [&] { waits.Add(); });
+  BatchTurn<Item> turn(1, 2, waits.Hook());
   std::vector<Item> items = {{"first"}, {"b"}, {"c"}, {"d"}, {"e"}, {"f"}};
   auto run = [&](absl::Span<Item* const> batch) { batches.Record(batch); };
   std::vector<std::thread> threads;

@@ -1,7 +1,6 @@
 #include "results/store/internal/concurrency_limit.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -10,35 +9,10 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "results/store/testing/thread_signals.h"
 
 namespace densegate::results::internal {
 namespace {
-
-// Counts ConcurrencyLimit's on_wait calls; lets the test wait for the n-th.
-// std primitives, so that ThreadSanitizer sees them.
-class WaitCounter {
- public:
-  std::function<void()> Hook() {
-    return [this] {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++waits_;
-      changed_.notify_all();
-    };
-  }
-  void AwaitWaits(int n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    changed_.wait(lock, [&] { return waits_ >= n; });
-  }
-  int waits() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return waits_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable changed_;
-  int waits_ = 0;
-};
 
 // Records the order in which threads got in.
 class Entries {
@@ -67,22 +41,22 @@ std::thread EnterAndRecord(ConcurrencyLimit& limit, Entries& entries,
 }
 
 TEST(ConcurrencyLimitTest, NoLimitNeverWaits) {
-  WaitCounter waits;
+  testing::Counter waits;
   ConcurrencyLimit limit(0, waits.Hook());
   ConcurrencyLimit::Turn a(limit);
   ConcurrencyLimit::Turn b(limit);
   ConcurrencyLimit::Turn c(limit);
-  EXPECT_EQ(waits.waits(), 0);
+  EXPECT_EQ(waits.value(), 0);
 }
 
 TEST(ConcurrencyLimitTest, ACallerBeyondTheLimitWaitsForOneToLeave) {
-  WaitCounter waits;
+  testing::Counter waits;
   Entries entries;
   ConcurrencyLimit limit(1, waits.Hook());
   std::optional<ConcurrencyLimit::Turn> held;
   held.emplace(limit);
   std::thread second = EnterAndRecord(limit, entries, "second");
-  waits.AwaitWaits(1);
+  waits.AwaitAtLeast(1);
   // The second caller is waiting, not inside.
   EXPECT_TRUE(entries.order().empty());
   entries.Add("first leaves");
@@ -93,25 +67,25 @@ TEST(ConcurrencyLimitTest, ACallerBeyondTheLimitWaitsForOneToLeave) {
 }
 
 TEST(ConcurrencyLimitTest, UpToTheLimitEnterWithoutWaiting) {
-  WaitCounter waits;
+  testing::Counter waits;
   Entries entries;
   ConcurrencyLimit limit(2, waits.Hook());
   std::optional<ConcurrencyLimit::Turn> one;
   std::optional<ConcurrencyLimit::Turn> two;
   one.emplace(limit);
   two.emplace(limit);
-  EXPECT_EQ(waits.waits(), 0);
+  EXPECT_EQ(waits.value(), 0);
   std::thread third = EnterAndRecord(limit, entries, "third");
-  waits.AwaitWaits(1);
+  waits.AwaitAtLeast(1);
   EXPECT_TRUE(entries.order().empty());
   one.reset();
   third.join();
   EXPECT_EQ(entries.order(), std::vector<std::string>{"third"});
-  EXPECT_EQ(waits.waits(), 1);
+  EXPECT_EQ(waits.value(), 1);
 }
 
 TEST(ConcurrencyLimitTest, WaitersEnterInArrivalOrder) {
-  WaitCounter waits;
+  testing::Counter waits;
   Entries entries;
   ConcurrencyLimit limit(1, waits.Hook());
   std::optional<ConcurrencyLimit::Turn> held;
@@ -122,7 +96,7 @@ TEST(ConcurrencyLimitTest, WaitersEnterInArrivalOrder) {
     threads.push_back(EnterAndRecord(limit, entries, names[i]));
     // The next thread starts only once this one waits: arrival order is
     // the order of `names`.
-    waits.AwaitWaits(static_cast<int>(i) + 1);
+    waits.AwaitAtLeast(static_cast<int>(i) + 1);
   }
   held.reset();
   for (std::thread& t : threads) t.join();
