@@ -21,11 +21,12 @@
 // switches per dispatch (its threads' wake-ups).
 //
 // BM_RpcFloor: what the RPC layer alone allows on this machine, for reading
-// the dispatch rate against. The same closed loop of unary calls from N
-// client threads to a server with the scheduler's builder settings whose
-// Heartbeat does nothing, `sync` (the API the scheduler uses) and
-// `callback` side by side; cpu_us is the process's CPU time (client and
-// server together) per call.
+// the dispatch rate against. The same closed loop from N client threads to
+// a server with the scheduler's builder settings whose handlers do nothing
+// (scheduler/rpc_floor.proto): unary calls on the sync API (the one the
+// scheduler uses) and on the callback API, and messages on one open
+// bidirectional stream per thread (sync API), side by side; cpu_us is the
+// process's CPU time (client and server together) per call or message.
 //
 // BM_Heartbeats: 1,000 nodes, each holding a lease and heartbeating every
 // 10 s (100 beats/s, spread evenly, open loop from 8 sender threads) for
@@ -38,6 +39,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -48,6 +50,7 @@
 #include "proto/densegate.grpc.pb.h"
 #include "results/store/store.h"
 #include "results/store/testing/test_database.h"
+#include "scheduler/rpc_floor.grpc.pb.h"
 #include "scheduler/server.h"
 
 namespace densegate::scheduler {
@@ -270,31 +273,41 @@ void BM_Dispatch(benchmark::State& state, bool postgres, bool claim_next) {
   }
 }
 
-// Heartbeat answers at once; nothing else is served.
-class SyncNoOp final : public v1::NodeService::Service {
-  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*,
-                         v1::HeartbeatResponse*) override {
+// BM_RpcFloor's servers: every call and every stream message is answered
+// at once, with nothing done.
+class SyncFloor final : public bench::Floor::Service {
+  grpc::Status Echo(grpc::ServerContext*, const bench::Ping*, bench::Pong*) override {
+    return grpc::Status::OK;
+  }
+  grpc::Status EchoStream(grpc::ServerContext*,
+                          grpc::ServerReaderWriter<bench::Pong, bench::Ping>* stream) override {
+    bench::Ping ping;
+    while (stream->Read(&ping)) {
+      if (!stream->Write(bench::Pong())) break;
+    }
     return grpc::Status::OK;
   }
 };
 
-class CallbackNoOp final : public v1::NodeService::CallbackService {
-  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx, const v1::HeartbeatRequest*,
-                                      v1::HeartbeatResponse*) override {
+class CallbackFloor final : public bench::Floor::CallbackService {
+  grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* ctx, const bench::Ping*,
+                                 bench::Pong*) override {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }
 };
 
-void BM_RpcFloor(benchmark::State& state, bool callback) {
+enum class FloorCall { kSyncUnary, kCallbackUnary, kSyncStream };
+
+void BM_RpcFloor(benchmark::State& state, FloorCall call) {
   double cpu_start = 0;
   if (state.thread_index() == 0) {
     auto f = std::make_unique<Fixture>();
-    if (callback) {
-      f->noop_service = std::make_unique<CallbackNoOp>();
+    if (call == FloorCall::kCallbackUnary) {
+      f->noop_service = std::make_unique<CallbackFloor>();
     } else {
-      f->noop_service = std::make_unique<SyncNoOp>();
+      f->noop_service = std::make_unique<SyncFloor>();
     }
     grpc::ServerBuilder builder;
     int port = 0;
@@ -313,22 +326,37 @@ void BM_RpcFloor(benchmark::State& state, bool callback) {
       cpu_start = ReadProcessUsage().cpu_seconds;
     }
   }
-  std::unique_ptr<v1::NodeService::Stub> stub;
+  std::unique_ptr<bench::Floor::Stub> stub;
+  // kSyncStream: this thread's stream, opened on its first iteration.
+  grpc::ClientContext stream_ctx;
+  std::unique_ptr<grpc::ClientReaderWriter<bench::Ping, bench::Pong>> stream;
+  bench::Ping ping;
+  ping.set_node_id("node");
+  ping.set_lease_id("lease");
   for (auto _ : state) {
     if (g_fixture == nullptr) {
       state.SkipWithError("setup failed");
       break;
     }
-    if (stub == nullptr) stub = v1::NodeService::NewStub(g_fixture->channel);
-    v1::HeartbeatRequest hb;
-    hb.set_node_id("node");
-    hb.set_lease_id("lease");
-    v1::HeartbeatResponse resp;
+    if (stub == nullptr) stub = bench::Floor::NewStub(g_fixture->channel);
+    bench::Pong pong;
+    if (call == FloorCall::kSyncStream) {
+      if (stream == nullptr) stream = stub->EchoStream(&stream_ctx);
+      if (!stream->Write(ping) || !stream->Read(&pong)) {
+        state.SkipWithError("the stream broke");
+        break;
+      }
+      continue;
+    }
     grpc::ClientContext ctx;
-    if (grpc::Status s = stub->Heartbeat(&ctx, hb, &resp); !s.ok()) {
+    if (grpc::Status s = stub->Echo(&ctx, ping, &pong); !s.ok()) {
       state.SkipWithError(s.error_message().c_str());
       break;
     }
+  }
+  if (stream != nullptr) {
+    stream->WritesDone();
+    if (grpc::Status s = stream->Finish(); !s.ok()) state.SkipWithError(s.error_message().c_str());
   }
   state.SetItemsProcessed(state.iterations());
   if (state.thread_index() == 0 && g_fixture != nullptr) {
@@ -408,9 +436,10 @@ void BM_Heartbeats(benchmark::State& state, bool postgres) {
 
 void Register() {
   constexpr int kJobs = 12000;
-  for (bool callback : {false, true}) {
-    benchmark::RegisterBenchmark(
-        absl::StrCat("BM_RpcFloor/", callback ? "callback" : "sync").c_str(), BM_RpcFloor, callback)
+  for (auto [name, call] :
+       {std::pair{"sync", FloorCall::kSyncUnary}, std::pair{"callback", FloorCall::kCallbackUnary},
+        std::pair{"sync_stream", FloorCall::kSyncStream}}) {
+    benchmark::RegisterBenchmark(absl::StrCat("BM_RpcFloor/", name).c_str(), BM_RpcFloor, call)
         ->Threads(8)
         ->Iterations(20000 / 8)
         ->UseRealTime()
