@@ -109,9 +109,9 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max_concurrent_claims", args->max_concurrent_claims,
-                  "PostgreSQL: claim statements this scheduler runs at once, each serving "
-                  "every node that waits for it (0: no limit, no batches); replicas on one "
-                  "database add up; raise it for a many-core database (scheduler/README.md)")
+                  "PostgreSQL: claim statements this scheduler has in flight at once, each "
+                  "serving every node that waits for it, queued on one connection (0: no "
+                  "limit, no batches); replicas on one database add up (scheduler/README.md)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
   cmd->callback([args, exit_code] { *exit_code = Serve(*args); });

@@ -563,6 +563,42 @@ TEST_F(PostgresStoreTest, FinishInterruptedBeforeItsStatementCanBeRetried) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_F(PostgresStoreTest, FinishAndClaimLostWithThePipelineCanBeRetried) {
+  // FinishLeaseAndClaimNext's statement goes to the store's pipelined
+  // connection (index 0 of its op); all sessions die just before it is
+  // sent.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store,
+                       OpenWithHook(KillAt("FinishLeaseAndClaimNext", 0)));
+  ASSERT_OK_AND_ASSIGN(SubmitResult first, store->Submit(Params("c1")));
+  ASSERT_OK_AND_ASSIGN(SubmitResult second, store->Submit(Params("c2")));
+  ASSERT_OK_AND_ASSIGN(v1::Node node,
+                       store->RegisterNode("node-0", NodeDims("cpu")));
+  ASSERT_OK(store->SetNodeState(node.id(), v1::ACTIVE));
+  ClaimRequest req;
+  req.node_id = node.id();
+  req.dimensions = NodeDims("cpu");
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Lease> leases, store->ClaimJobs(req));
+  ASSERT_THAT(leases, SizeIs(1));
+  const LeaseRef ref{leases[0].id(), node.id()};
+  armed_ = true;
+  absl::StatusOr<NextClaim> lost =
+      store->FinishLeaseAndClaimNext(ref, Accept(), absl::Minutes(5));
+  EXPECT_FALSE(armed_);
+  ExpectConnectionLost(lost.status());
+  EXPECT_THAT(lost.status().message(),
+              HasSubstr("may or may not have taken effect"));
+  EXPECT_EQ(Count("verdicts"), 0);
+  // The retry reconnects, writes the verdict once and leases the next job.
+  ASSERT_OK_AND_ASSIGN(NextClaim next, store->FinishLeaseAndClaimNext(
+                                           ref, Accept(), absl::Minutes(5)));
+  EXPECT_EQ(Count("verdicts"), 1);
+  ASSERT_TRUE(next.lease.has_value());
+  EXPECT_EQ(next.lease->evaluation().id(), second.evaluation.id());
+  EXPECT_EQ(Count(absl::StrCat("verdicts WHERE evaluation_id = '",
+                               first.evaluation.id(), "'")),
+            1);
+}
+
 TEST_F(PostgresStoreTest, ConnectionLostAtCommitSaysTheOutcomeIsUnknown) {
   // The session dies after Submit's statements ran, before COMMIT reached
   // the server: the client cannot know whether it committed, and says so.

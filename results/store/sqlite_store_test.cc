@@ -15,7 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/densegate.pb.h"
-#include "results/store/internal/pg_driver.h"
+#include "results/store/internal/pg_common.h"
 #include "results/store/internal/schema.h"
 #include "results/store/internal/sql.h"
 #include "results/store/internal/sqlite_driver.h"

@@ -385,18 +385,18 @@ struct StoreOptions {
   // while many threads call at once).
   int max_idle_connections = 16;
   // PostgreSQL: claim statements (ClaimJobs, FinishLeaseAndClaimNext) this
-  // store runs at once; more wait their turn, in arrival order, and the
-  // FinishLeaseAndClaimNext calls waiting together share the next
-  // statement. Claimers all race for the rows at the head of the queue, so
-  // fewer at once cost PostgreSQL less per dispatch; with 1, the batches
-  // grow while a statement runs, and 8 nodes on the same 2-core machine
-  // dispatched 1.16-1.30x faster than at 2 without batches, at about half
-  // the CPU per dispatch (scheduler/README.md, "Finishes and claims in
-  // batches"). Raise it for a database with many cores. The limit is per
-  // store: several schedulers on one database run up to the sum of theirs
-  // at once, and PostgreSQL's work per dispatch follows that sum. < 1: no
-  // limit and no batches. SQLite ignores it: its writers take turns anyway.
-  int max_concurrent_claims = 1;
+  // store has in flight at once; more wait their turn, in arrival order,
+  // and the FinishLeaseAndClaimNext calls waiting together share the next
+  // statement. Those statements go to one pipelined connection, where
+  // PostgreSQL runs them one after another: with 2, the next batch is
+  // already queued when one ends, and 8 nodes on a 2-core machine
+  // dispatched faster than with 1 (scheduler/README.md, "Finishes and
+  // claims in a pipeline"). Claimers beside each other (ClaimJobs, other
+  // stores) race for the rows at the head of the queue and cost PostgreSQL
+  // more per dispatch. The limit is per store: several schedulers on one
+  // database run up to the sum of theirs at once. < 1: no limit and no
+  // batches. SQLite ignores it: its writers take turns anyway.
+  int max_concurrent_claims = 2;
 };
 
 // Opens a store from a URL:

@@ -2,6 +2,7 @@
 
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <pqxx/pqxx>
 #include <string>
 #include <utility>
@@ -9,10 +10,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
+#include "results/store/internal/pg_common.h"
+#include "results/store/internal/pg_pipeline.h"
 
 namespace densegate::results::internal {
 namespace {
@@ -26,52 +26,9 @@ struct PgConn {
   absl::flat_hash_map<std::string, std::string> prepared;
 };
 
-std::string Clean(absl::string_view what) {
-  return std::string(absl::StripTrailingAsciiWhitespace(what));
-}
-
-bool IsConnectionSqlState(absl::string_view state) {
-  return absl::StartsWith(state, "08") || state == "57P01" ||
-         state == "57P02" || state == "57P03";
-}
-
-absl::Status LostConnection(absl::string_view op, absl::string_view what) {
-  return absl::UnavailableError(absl::StrCat(
-      op, ": the connection to PostgreSQL was lost (", Clean(what),
-      "); the transaction was rolled back, nothing was written. Retry: the "
-      "store reconnects on the next call"));
-}
-
-// The same for a statement run in autocommit mode (TxMode::kSingleStatement):
-// the server may have committed it before the connection went.
-absl::Status LostConnectionInDoubt(absl::string_view op,
-                                   absl::string_view what) {
-  return absl::UnavailableError(absl::StrCat(
-      op, ": the connection to PostgreSQL was lost (", Clean(what),
-      ") while its single statement ran; it may or may not have taken "
-      "effect (retrying is safe: a repeated call reports what already "
-      "happened). The store reconnects on the next call"));
-}
-
+// A libpqxx error as a status.
 absl::Status FromSqlError(absl::string_view op, const pqxx::sql_error& e) {
-  const std::string& state = e.sqlstate();
-  std::string msg =
-      absl::StrCat(op, ": PostgreSQL error ", state, ": ", Clean(e.what()));
-  if (IsConnectionSqlState(state)) return LostConnection(op, e.what());
-  if (state == "23505") return absl::AlreadyExistsError(msg);
-  if (state == "23503" || state == "P0001") {
-    return absl::FailedPreconditionError(msg);
-  }
-  if (absl::StartsWith(state, "23") || absl::StartsWith(state, "22")) {
-    return absl::InvalidArgumentError(msg);
-  }
-  if (state == "40001" || state == "40P01") {
-    return absl::AbortedError(absl::StrCat(msg, "; retry the call"));
-  }
-  if (absl::StartsWith(state, "53")) {
-    return absl::UnavailableError(absl::StrCat(msg, "; retry later"));
-  }
-  return absl::InternalError(msg);
+  return PgServerError(op, e.sqlstate(), e.what());
 }
 
 class PgTx : public SqlTx {
@@ -88,33 +45,12 @@ class PgTx : public SqlTx {
                                  absl::Span<const SqlValue> params) override {
     if (hooks_->before_statement) hooks_->before_statement(op_, index_);
     ++index_;
-    std::vector<std::string> storage(params.size());
+    absl::StatusOr<std::vector<std::optional<std::string>>> texts =
+        PgParamTexts(op_, params);
+    if (!texts.ok()) return texts.status();
     std::vector<const char*> pointers(params.size(), nullptr);
     for (size_t i = 0; i < params.size(); ++i) {
-      const SqlValue& v = params[i];
-      switch (v.kind()) {
-        case SqlValue::Kind::kNull:
-          continue;
-        case SqlValue::Kind::kInt:
-          storage[i] = absl::StrCat(v.int_value());
-          break;
-        case SqlValue::Kind::kDouble:
-          storage[i] = DoubleToSqlText(v.double_value());
-          break;
-        case SqlValue::Kind::kText:
-          if (v.text().find('\0') != std::string::npos) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                op_,
-                ": a text value contains a NUL byte, which PostgreSQL "
-                "text cannot hold"));
-          }
-          storage[i] = v.text();
-          break;
-        case SqlValue::Kind::kBytes:
-          storage[i] = absl::StrCat("\\x", HexEncode(v.text()));
-          break;
-      }
-      pointers[i] = storage[i].c_str();
+      if ((*texts)[i].has_value()) pointers[i] = (*texts)[i]->c_str();
     }
     try {
       pqxx::result r;
@@ -153,7 +89,7 @@ class PgTx : public SqlTx {
       broken_ = true;
       return Lost(e.what());
     } catch (const pqxx::sql_error& e) {
-      if (IsConnectionSqlState(e.sqlstate()) || !conn_->conn->is_open()) {
+      if (IsPgConnectionState(e.sqlstate()) || !conn_->conn->is_open()) {
         broken_ = true;
         return Lost(e.what());
       }
@@ -164,7 +100,7 @@ class PgTx : public SqlTx {
         return Lost(e.what());
       }
       return absl::InternalError(
-          absl::StrCat(op_, ": libpqxx error: ", Clean(e.what())));
+          absl::StrCat(op_, ": libpqxx error: ", PgClean(e.what())));
     }
   }
 
@@ -175,14 +111,14 @@ class PgTx : public SqlTx {
       return absl::OkStatus();
     } catch (const pqxx::broken_connection& e) {
       broken_ = true;
-      return LostConnection(op_, e.what());
+      return PgLostConnection(op_, e.what());
     } catch (const pqxx::sql_error& e) {
-      if (IsConnectionSqlState(e.sqlstate())) broken_ = true;
+      if (IsPgConnectionState(e.sqlstate())) broken_ = true;
       return FromSqlError(op_, e);
     } catch (const std::exception& e) {
       if (!conn_->conn->is_open()) broken_ = true;
       return absl::InternalError(
-          absl::StrCat(op_, ": libpqxx error: ", Clean(e.what())));
+          absl::StrCat(op_, ": libpqxx error: ", PgClean(e.what())));
     }
   }
 
@@ -190,8 +126,8 @@ class PgTx : public SqlTx {
 
  private:
   absl::Status Lost(absl::string_view what) const {
-    return autocommit_ ? LostConnectionInDoubt(op_, what)
-                       : LostConnection(op_, what);
+    return autocommit_ ? PgLostConnectionInDoubt(op_, what)
+                       : PgLostConnection(op_, what);
   }
 
   PgConn* conn_;
@@ -206,7 +142,10 @@ class PgTx : public SqlTx {
 class PgDriver : public SqlDriver {
  public:
   PgDriver(std::string url, int max_idle, DriverHooks hooks)
-      : url_(std::move(url)), max_idle_(max_idle), hooks_(std::move(hooks)) {}
+      : url_(std::move(url)),
+        max_idle_(max_idle),
+        hooks_(std::move(hooks)),
+        pipeline_(url_, &hooks_) {}
 
   Dialect dialect() const override { return Dialect::kPostgres; }
 
@@ -214,27 +153,11 @@ class PgDriver : public SqlDriver {
     try {
       auto c = std::make_unique<PgConn>();
       c->conn = std::make_unique<pqxx::connection>(url_);
-      // The store's statements are short and keyed on indexes: plan each
-      // once per connection. In the default mode PostgreSQL re-plans these
-      // CTE statements on every execution, and planning then costs more
-      // than running them. (Plans are rebuilt when ANALYZE changes table
-      // statistics.)
       pqxx::nontransaction setup(*c->conn);
-      setup.exec("SET plan_cache_mode = force_generic_plan");
+      setup.exec(kPgSessionSetup);
       return c;
     } catch (const std::exception& e) {
-      std::string what = Clean(e.what());
-      std::string msg = absl::StrCat(op, ": cannot connect to PostgreSQL at ",
-                                     RedactUrl(url_), ": ", what);
-      if (absl::StrContains(what, "invalid URI") ||
-          absl::StrContains(what, "invalid connection option") ||
-          absl::StrContains(what, "missing \"=\"")) {
-        return absl::InvalidArgumentError(msg);
-      }
-      return absl::UnavailableError(absl::StrCat(
-          msg,
-          ". Is the server running and reachable? The store retries on "
-          "the next call"));
+      return PgConnectError(op, url_, e.what());
     }
   }
 
@@ -275,7 +198,7 @@ class PgDriver : public SqlDriver {
             status = absl::UnavailableError(absl::StrCat(
                 op,
                 ": the connection to PostgreSQL was lost while committing (",
-                Clean(e.what()),
+                PgClean(e.what()),
                 "); the outcome is unknown: read the state back before "
                 "retrying. The store reconnects on the next call"));
           }
@@ -283,18 +206,18 @@ class PgDriver : public SqlDriver {
       }
     } catch (const pqxx::broken_connection& e) {
       broken = true;
-      status = LostConnection(op, e.what());
+      status = PgLostConnection(op, e.what());
     } catch (const pqxx::sql_error& e) {
-      broken = broken || IsConnectionSqlState(e.sqlstate());
+      broken = broken || IsPgConnectionState(e.sqlstate());
       status = FromSqlError(op, e);
     } catch (const std::exception& e) {
       status = absl::InternalError(
-          absl::StrCat(op, ": libpqxx error: ", Clean(e.what())));
+          absl::StrCat(op, ": libpqxx error: ", PgClean(e.what())));
     }
     if (!broken && !conn->conn->is_open()) {
       broken = true;
       if (status.ok() || status.code() == absl::StatusCode::kInternal) {
-        status = LostConnection(op, "connection closed");
+        status = PgLostConnection(op, "connection closed");
       }
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -307,6 +230,12 @@ class PgDriver : public SqlDriver {
     return status;
   }
 
+  absl::StatusOr<SqlResult> ExecPipelined(
+      absl::string_view op, absl::string_view sql,
+      absl::Span<const SqlValue> params) override {
+    return pipeline_.Exec(op, sql, params);
+  }
+
   void AddIdle(std::unique_ptr<PgConn> conn) {
     std::lock_guard<std::mutex> lock(mu_);
     idle_.push_back(std::move(conn));
@@ -316,32 +245,13 @@ class PgDriver : public SqlDriver {
   const std::string url_;
   const int max_idle_;
   const DriverHooks hooks_;
+  PgPipeline pipeline_;
   // Guards idle_. std::mutex so that ThreadSanitizer sees it.
   std::mutex mu_;
   std::vector<std::unique_ptr<PgConn>> idle_;
 };
 
 }  // namespace
-
-std::string RedactUrl(absl::string_view url) {
-  std::string out(url);
-  size_t scheme = out.find("://");
-  if (scheme != std::string::npos) {
-    size_t at = out.find('@', scheme + 3);
-    size_t colon = out.find(':', scheme + 3);
-    if (at != std::string::npos && colon != std::string::npos && colon < at) {
-      out.replace(colon + 1, at - colon - 1, "***");
-    }
-  }
-  size_t pw = out.find("password=");
-  if (pw != std::string::npos) {
-    size_t end = out.find_first_of(" &", pw);
-    out.replace(pw + 9,
-                end == std::string::npos ? std::string::npos : end - pw - 9,
-                "***");
-  }
-  return out;
-}
 
 absl::StatusOr<std::unique_ptr<SqlDriver>> OpenPgDriver(
     absl::string_view url, int max_idle_connections, DriverHooks hooks) {

@@ -1,8 +1,9 @@
 // SqlDriver over libpqxx: a pool of connections, one per concurrent call,
-// statements prepared once per connection. libpqxx's exceptions stay inside:
-// they become absl::Status here. A lost connection (server restarted,
-// backend terminated, network) is UnavailableError and the connection is
-// dropped; the next call opens a new one.
+// statements prepared once per connection, and one more connection in
+// libpq's pipeline mode for ExecPipelined (pg_pipeline.h). libpqxx's exceptions
+// stay inside: they become absl::Status here. A lost connection (server
+// restarted, backend terminated, network) is UnavailableError and the
+// connection is dropped; the next call opens a new one.
 #ifndef DENSEGATE_RESULTS_STORE_INTERNAL_PG_DRIVER_H_
 #define DENSEGATE_RESULTS_STORE_INTERNAL_PG_DRIVER_H_
 
@@ -18,9 +19,6 @@ namespace densegate::results::internal {
 // check the server is reachable (Unavailable if not).
 absl::StatusOr<std::unique_ptr<SqlDriver>> OpenPgDriver(
     absl::string_view url, int max_idle_connections, DriverHooks hooks = {});
-
-// The URL with any password replaced by "***", for messages.
-std::string RedactUrl(absl::string_view url);
 
 }  // namespace densegate::results::internal
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -19,6 +20,21 @@ int HexDigit(char c) {
 }
 
 }  // namespace
+
+absl::StatusOr<SqlResult> SqlDriver::ExecPipelined(
+    absl::string_view op, absl::string_view sql,
+    absl::Span<const SqlValue> params) {
+  SqlResult out;
+  absl::Status status =
+      Transact(op, TxMode::kSingleStatement, [&](SqlTx& tx) -> absl::Status {
+        absl::StatusOr<SqlResult> r = tx.Exec(sql, params);
+        if (!r.ok()) return r.status();
+        out = *std::move(r);
+        return absl::OkStatus();
+      });
+  if (!status.ok()) return status;
+  return out;
+}
 
 bool SqlRow::IsNull(int i) const {
   return values_.at(i).kind() == SqlValue::Kind::kNull;

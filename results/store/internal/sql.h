@@ -120,6 +120,16 @@ class SqlDriver {
   // messages. Thread-safe.
   virtual absl::Status Transact(absl::string_view op, TxMode mode,
                                 absl::FunctionRef<absl::Status(SqlTx&)> fn) = 0;
+
+  // Runs one statement on its own, atomic by itself, as Transact with
+  // kSingleStatement would, where the driver may queue it behind other
+  // callers' statements on one connection instead: PostgreSQL's driver
+  // sends these to one pipelined connection (pg_pipeline.h), which runs
+  // them one after another without a round trip in between. The default
+  // is Transact(op, kSingleStatement, ...). Thread-safe.
+  virtual absl::StatusOr<SqlResult> ExecPipelined(
+      absl::string_view op, absl::string_view sql,
+      absl::Span<const SqlValue> params);
 };
 
 // Helpers shared by the drivers.

@@ -2496,60 +2496,54 @@ class SqlStore : public Store {
           now + absl::ToInt64Microseconds(item->lease_duration);
     }
     if (batch.size() == 1) return ExecFinishOne(*batch.front());
-    return Run("FinishLeaseAndClaimNext", TxMode::kSingleStatement,
-               [&](SqlTx& tx) -> absl::Status {
-                 DG_ASSIGN_OR_RETURN(
-                     SqlResult r, tx.Exec(PgFinishAndClaimBatch(batch.size()),
-                                          PgFinishBatchArgs(batch, now)));
-                 if (r.rows.size() != batch.size()) {
-                   return absl::InternalError(absl::StrCat(
-                       "a batch of ", batch.size(), " finishes returned ",
-                       r.rows.size(), " rows"));
-                 }
-                 for (size_t i = 0; i < batch.size(); ++i) {
-                   const SqlRow& row = r.rows[i];
-                   FinishBatchItem& item = *batch[i];
-                   item.ended = row.Int(1) == 1;
-                   item.node_state.reset();
-                   if (!row.IsNull(2)) {
-                     item.node_state = static_cast<v1::NodeState>(row.Int(2));
-                   }
-                   item.batched = row.Int(3) == 1;
-                   item.claimed.clear();
-                   if (!row.IsNull(4))
-                     item.claimed.push_back(ClaimedFromRow(row, 4));
-                 }
-                 return absl::OkStatus();
-               });
+    DG_ASSIGN_OR_RETURN(
+        SqlResult r, driver_->ExecPipelined("FinishLeaseAndClaimNext",
+                                            PgFinishAndClaimBatch(batch.size()),
+                                            PgFinishBatchArgs(batch, now)));
+    if (r.rows.size() != batch.size()) {
+      return absl::InternalError(absl::StrCat("a batch of ", batch.size(),
+                                              " finishes returned ",
+                                              r.rows.size(), " rows"));
+    }
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const SqlRow& row = r.rows[i];
+      FinishBatchItem& item = *batch[i];
+      item.ended = row.Int(1) == 1;
+      item.node_state.reset();
+      if (!row.IsNull(2)) {
+        item.node_state = static_cast<v1::NodeState>(row.Int(2));
+      }
+      item.batched = row.Int(3) == 1;
+      item.claimed.clear();
+      if (!row.IsNull(4)) item.claimed.push_back(ClaimedFromRow(row, 4));
+    }
+    return absl::OkStatus();
   }
 
   // A batch of one: kPgFinish and kPgClaimAfterFinish, which cost
   // PostgreSQL about 200 us less than kPgFinishAndClaimBatch for one lease
   // (scheduler/README.md, "Finishes and claims in batches").
   absl::Status ExecFinishOne(FinishBatchItem& item) {
-    return Run("FinishLeaseAndClaimNext", TxMode::kSingleStatement,
-               [&](SqlTx& tx) -> absl::Status {
-                 std::vector<SqlValue> args =
-                     PgFinishArgs(*item.ref, *item.verdict, item.now_us);
-                 args.push_back(item.expires_at_us);
-                 DG_ASSIGN_OR_RETURN(SqlResult r,
-                                     tx.Exec(PgFinishAndClaim(), args));
-                 // One row per claimed job, or one without: whether the lease
-                 // was finished, the node's state, then kPgClaim's columns.
-                 const SqlRow& first = r.rows.at(0);
-                 item.ended = first.Int(0) == 1;
-                 item.node_state.reset();
-                 if (!first.IsNull(1)) {
-                   item.node_state = static_cast<v1::NodeState>(first.Int(1));
-                 }
-                 item.batched = true;
-                 item.claimed.clear();
-                 for (const SqlRow& row : r.rows) {
-                   if (!row.IsNull(2))
-                     item.claimed.push_back(ClaimedFromRow(row, 2));
-                 }
-                 return absl::OkStatus();
-               });
+    std::vector<SqlValue> args =
+        PgFinishArgs(*item.ref, *item.verdict, item.now_us);
+    args.push_back(item.expires_at_us);
+    DG_ASSIGN_OR_RETURN(SqlResult r,
+                        driver_->ExecPipelined("FinishLeaseAndClaimNext",
+                                               PgFinishAndClaim(), args));
+    // One row per claimed job, or one without: whether the lease was
+    // finished, the node's state, then kPgClaim's columns.
+    const SqlRow& first = r.rows.at(0);
+    item.ended = first.Int(0) == 1;
+    item.node_state.reset();
+    if (!first.IsNull(1)) {
+      item.node_state = static_cast<v1::NodeState>(first.Int(1));
+    }
+    item.batched = true;
+    item.claimed.clear();
+    for (const SqlRow& row : r.rows) {
+      if (!row.IsNull(2)) item.claimed.push_back(ClaimedFromRow(row, 2));
+    }
+    return absl::OkStatus();
   }
 
   // Locks the lease, then its job (the global lock order: leases, jobs,

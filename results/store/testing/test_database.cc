@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "results/store/internal/pg_common.h"
 #include "results/store/internal/pg_driver.h"
 #include "results/store/internal/schema.h"
 #include "results/store/internal/sqlite_driver.h"
