@@ -642,11 +642,20 @@ TEST_F(PostgresStoreTest, EveryPooledConnectionIsReplacedAfterARestart) {
     });
   }
   for (std::thread& th : threads) th.join();
+  // A claim opens the pipelined connection too.
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Lease> first,
+                       store->ClaimJobs(ClaimFor("n1")));
+  ASSERT_THAT(first, SizeIs(1));
   ASSERT_OK_AND_ASSIGN(int killed, db_->TerminateOtherSessions());
-  EXPECT_GE(killed, 1);
+  EXPECT_GE(killed, 2);
   ExpectConnectionLost(store->CountJobs().status());
   ASSERT_OK_AND_ASSIGN(QueueCounts counts, store->CountJobs());
-  EXPECT_EQ(counts.queued, 20);
+  EXPECT_EQ(counts.queued, 19);
+  // The dead pooled connection also dropped the idle pipelined one: the
+  // next claim reconnects instead of failing.
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Lease> second,
+                       store->ClaimJobs(ClaimFor("n2")));
+  EXPECT_THAT(second, SizeIs(1));
 }
 
 }  // namespace

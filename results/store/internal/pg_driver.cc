@@ -222,8 +222,10 @@ class PgDriver : public SqlDriver {
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (broken) {
-      // After a server restart every pooled connection is dead too.
+      // After a server restart every pooled connection is dead too, and so
+      // is the pipelined one.
       idle_.clear();
+      pipeline_.DropIdleConnection();
     } else if (static_cast<int>(idle_.size()) < max_idle_) {
       idle_.push_back(std::move(conn));
     }
@@ -233,7 +235,13 @@ class PgDriver : public SqlDriver {
   absl::StatusOr<SqlResult> ExecPipelined(
       absl::string_view op, absl::string_view sql,
       absl::Span<const SqlValue> params) override {
-    return pipeline_.Exec(op, sql, params);
+    absl::StatusOr<SqlResult> r = pipeline_.Exec(op, sql, params);
+    if (absl::IsUnavailable(r.status())) {
+      // After a server restart every pooled connection is dead too.
+      std::lock_guard<std::mutex> lock(mu_);
+      idle_.clear();
+    }
+    return r;
   }
 
   void AddIdle(std::unique_ptr<PgConn> conn) {

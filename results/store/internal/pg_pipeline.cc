@@ -186,6 +186,14 @@ void PgPipeline::TakeResultLocked(PGresult* result) {
   PQclear(result);
 }
 
+void PgPipeline::DropIdleConnection() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (conn_ == nullptr || !in_flight_.empty() || reading_) return;
+  PQfinish(conn_);
+  conn_ = nullptr;
+  prepared_.clear();
+}
+
 void PgPipeline::LoseConnectionLocked(absl::string_view what) {
   const std::string message(what);
   for (const std::shared_ptr<Request>& request : in_flight_) {

@@ -9,7 +9,7 @@
 // followed by a sync: it is its own transaction, and one's error does not
 // affect the next.
 //
-// The store sends its finish-and-claim statements through one
+// The store sends its claim and finish-and-claim statements through one
 // (scheduler/README.md, "Finishes and claims in a pipeline").
 //
 // A lost connection fails every statement in flight with Unavailable
@@ -57,6 +57,11 @@ class PgPipeline {
   // itself; `op` names the call in errors.
   absl::StatusOr<SqlResult> Exec(absl::string_view op, absl::string_view sql,
                                  absl::Span<const SqlValue> params);
+
+  // Closes the connection if no statement is in flight, so that the next
+  // call opens a new one: for when another connection to the same server
+  // was found dead (a restart kills them all).
+  void DropIdleConnection();
 
  private:
   // A statement sent and not yet answered.

@@ -577,17 +577,30 @@ class SqlStore : public Store {
     const int64_t expires =
         now + absl::ToInt64Microseconds(request.lease_duration);
     std::vector<Claimed> claimed;
-    // PostgreSQL: one statement, in autocommit mode (one round trip).
-    const TxMode mode = pg_ ? TxMode::kSingleStatement : TxMode::kWrite;
+    const int limit = std::min(request.max_jobs, kMaxClaim);
     {
       ConcurrencyLimit::Turn turn(claims_);
-      DG_RETURN_IF_ERROR(Run("ClaimJobs", mode, [&](SqlTx& tx) -> absl::Status {
-        DG_ASSIGN_OR_RETURN(
-            claimed,
-            ClaimInTx(tx, request.node_id, request.dimensions,
-                      std::min(request.max_jobs, kMaxClaim), now, expires));
-        return absl::OkStatus();
-      }));
+      if (pg_) {
+        // One statement, in autocommit mode, queued on the pipelined
+        // connection with the finish-and-claim batches: PostgreSQL runs
+        // the claim statements one after another.
+        DG_ASSIGN_OR_RETURN(SqlResult r,
+                            driver_->ExecPipelined(
+                                "ClaimJobs", PgClaim(limit),
+                                PgClaimArgs(request.node_id, request.dimensions,
+                                            now, expires)));
+        for (const SqlRow& row : r.rows) {
+          claimed.push_back(ClaimedFromRow(row, 0));
+        }
+      } else {
+        DG_RETURN_IF_ERROR(
+            Run("ClaimJobs", TxMode::kWrite, [&](SqlTx& tx) -> absl::Status {
+              DG_ASSIGN_OR_RETURN(
+                  claimed, ClaimInTx(tx, request.node_id, request.dimensions,
+                                     limit, now, expires));
+              return absl::OkStatus();
+            }));
+      }
     }
     return LeasesFrom(std::move(claimed), request.node_id, now, expires);
   }
@@ -2067,6 +2080,25 @@ class SqlStore : public Store {
   };
 
   // Leases up to `limit` queued jobs matching `d` to `node_id` within `tx`.
+  // kPgClaim for at most `limit` jobs. The limit is part of the text, not a
+  // parameter: PostgreSQL then knows the claim touches few rows and plans
+  // index lookups for the joins (its generic plan for LIMIT $n assumed many
+  // rows).
+  static std::string PgClaim(int limit) {
+    return absl::StrReplaceAll(kPgClaim, {{"@LIMIT@", absl::StrCat(limit)}});
+  }
+  static std::vector<SqlValue> PgClaimArgs(const std::string& node_id,
+                                           const v1::NodeDimensions& d,
+                                           int64_t now, int64_t expires) {
+    return {d.accelerator_kind(),
+            d.accelerator_count(),
+            d.accelerator_memory_bytes(),
+            d.fingerprint(),
+            node_id,
+            now,
+            expires};
+  }
+
   absl::StatusOr<std::vector<Claimed>> ClaimInTx(SqlTx& tx,
                                                  const std::string& node_id,
                                                  const v1::NodeDimensions& d,
@@ -2074,16 +2106,9 @@ class SqlStore : public Store {
                                                  int64_t expires) {
     std::vector<Claimed> claimed;
     if (pg_) {
-      // The limit is part of the text, not a parameter: PostgreSQL then
-      // knows the claim touches few rows and plans index lookups for the
-      // joins (its generic plan for LIMIT $n assumed many rows).
       DG_ASSIGN_OR_RETURN(
           SqlResult r,
-          tx.Exec(
-              absl::StrReplaceAll(kPgClaim, {{"@LIMIT@", absl::StrCat(limit)}}),
-              {d.accelerator_kind(), d.accelerator_count(),
-               d.accelerator_memory_bytes(), d.fingerprint(), node_id, now,
-               expires}));
+          tx.Exec(PgClaim(limit), PgClaimArgs(node_id, d, now, expires)));
       for (const SqlRow& row : r.rows)
         claimed.push_back(ClaimedFromRow(row, 0));
       return claimed;
