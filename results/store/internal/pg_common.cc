@@ -38,6 +38,15 @@ absl::StatusOr<std::vector<std::optional<std::string>>> PgParamTexts(
   return out;
 }
 
+std::vector<const char*> PgParamPointers(
+    const std::vector<std::optional<std::string>>& texts) {
+  std::vector<const char*> out(texts.size(), nullptr);
+  for (size_t i = 0; i < texts.size(); ++i) {
+    if (texts[i].has_value()) out[i] = texts[i]->c_str();
+  }
+  return out;
+}
+
 std::string PgClean(absl::string_view what) {
   return std::string(absl::StripTrailingAsciiWhitespace(what));
 }

@@ -32,6 +32,11 @@ inline constexpr char kPgSessionSetup[] =
 absl::StatusOr<std::vector<std::optional<std::string>>> PgParamTexts(
     absl::string_view op, absl::Span<const SqlValue> params);
 
+// What libpq takes for `texts`: a pointer to each, nullptr for NULL; valid
+// while `texts` is unchanged.
+std::vector<const char*> PgParamPointers(
+    const std::vector<std::optional<std::string>>& texts);
+
 // A server error as a status: connection states are Unavailable (see
 // PgLostConnection), unique violations AlreadyExists, foreign keys and the
 // immutability trigger FailedPrecondition, other integrity and data errors

@@ -48,10 +48,7 @@ class PgTx : public SqlTx {
     absl::StatusOr<std::vector<std::optional<std::string>>> texts =
         PgParamTexts(op_, params);
     if (!texts.ok()) return texts.status();
-    std::vector<const char*> pointers(params.size(), nullptr);
-    for (size_t i = 0; i < params.size(); ++i) {
-      if ((*texts)[i].has_value()) pointers[i] = (*texts)[i]->c_str();
-    }
+    const std::vector<const char*> pointers = PgParamPointers(*texts);
     try {
       pqxx::result r;
       std::string key(sql);

@@ -48,10 +48,7 @@ absl::StatusOr<SqlResult> PgPipeline::Exec(absl::string_view op,
   absl::StatusOr<std::vector<std::optional<std::string>>> texts =
       PgParamTexts(op, params);
   if (!texts.ok()) return texts.status();
-  std::vector<const char*> values(params.size(), nullptr);
-  for (size_t i = 0; i < params.size(); ++i) {
-    if ((*texts)[i].has_value()) values[i] = (*texts)[i]->c_str();
-  }
+  const std::vector<const char*> values = PgParamPointers(*texts);
   std::unique_lock<std::mutex> lock(mu_);
   if (conn_ == nullptr) {
     if (absl::Status s = ConnectLocked(op); !s.ok()) return s;
