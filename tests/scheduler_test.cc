@@ -25,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "proto/densegate.grpc.pb.h"
+#include "results/store/testing/postgres_for_test.h"
 #include "results/store/testing/test_database.h"
 
 extern char** environ;
@@ -292,16 +293,8 @@ class SchedulerOnEachStore : public SchedulerTest,
   void SetUp() override {
     SchedulerTest::SetUp();
     if (GetParam() != "postgresql") return;
-    const std::string url = results::testing::PostgresUrlFromEnv();
-    if (url.empty()) {
-      if (results::testing::RunningInCi()) FAIL() << "CI=true but DENSEGATE_PG_URL is not set";
-      GTEST_SKIP() << results::testing::HowToRunPostgresTests();
-    }
-    absl::StatusOr<std::unique_ptr<results::testing::TestDatabase>> db =
-        results::testing::TestDatabase::CreatePostgres(
-            url, ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    ASSERT_TRUE(db.ok()) << db.status();
-    pg_ = *std::move(db);
+    results::testing::CreatePostgresForThisTest(&pg_);
+    if (pg_ == nullptr) return;
     db_url_ = pg_->url();
   }
 };

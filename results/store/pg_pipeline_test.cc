@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "results/store/internal/sql.h"
+#include "results/store/testing/postgres_for_test.h"
 #include "results/store/testing/test_database.h"
 
 namespace densegate::results::internal {
@@ -25,20 +26,8 @@ using ::testing::HasSubstr;
 class PgPipelineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string url = testing::PostgresUrlFromEnv();
-    if (url.empty()) {
-      if (testing::RunningInCi()) {
-        FAIL() << "CI=true but DENSEGATE_PG_URL is not set. "
-               << testing::HowToRunPostgresTests();
-      }
-      GTEST_SKIP() << testing::HowToRunPostgresTests();
-    }
-    absl::StatusOr<std::unique_ptr<testing::TestDatabase>> db =
-        testing::TestDatabase::CreatePostgres(
-            url,
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    ASSERT_TRUE(db.ok()) << db.status();
-    db_ = *std::move(db);
+    testing::CreatePostgresForThisTest(&db_);
+    if (db_ == nullptr) return;
     pipeline_ = std::make_unique<PgPipeline>(db_->url(), &hooks_);
   }
 

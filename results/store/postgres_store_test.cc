@@ -22,6 +22,7 @@
 #include "results/store/internal/sql.h"
 #include "results/store/internal/sql_store.h"
 #include "results/store/store.h"
+#include "results/store/testing/postgres_for_test.h"
 #include "results/store/testing/test_database.h"
 #include "results/store/testing/thread_signals.h"
 
@@ -121,21 +122,7 @@ ClaimRequest ClaimFor(absl::string_view node) {
 
 class PostgresStoreTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const std::string url = testing::PostgresUrlFromEnv();
-    if (url.empty()) {
-      if (testing::RunningInCi()) {
-        FAIL() << "CI=true but DENSEGATE_PG_URL is not set. "
-               << testing::HowToRunPostgresTests();
-      }
-      GTEST_SKIP() << testing::HowToRunPostgresTests();
-    }
-    ASSERT_OK_AND_ASSIGN(
-        db_,
-        testing::TestDatabase::CreatePostgres(
-            url,
-            ::testing::UnitTest::GetInstance()->current_test_info()->name()));
-  }
+  void SetUp() override { testing::CreatePostgresForThisTest(&db_); }
 
   // A store whose driver calls `hook` before each statement.
   absl::StatusOr<std::unique_ptr<Store>> OpenWithHook(

@@ -391,11 +391,12 @@ struct StoreOptions {
   // PostgreSQL runs them one after another: with 2, the next batch is
   // already queued when one ends, and 8 nodes on a 2-core machine
   // dispatched faster than with 1 (scheduler/README.md, "Finishes and
-  // claims in a pipeline"). Claimers beside each other (ClaimJobs, other
-  // stores) race for the rows at the head of the queue and cost PostgreSQL
-  // more per dispatch. The limit is per store: several schedulers on one
-  // database run up to the sum of theirs at once. < 1: no limit and no
-  // batches. SQLite ignores it: its writers take turns anyway.
+  // claims in a pipeline"). The limit is per store: several stores on one
+  // database (scheduler replicas) each run their statements side by side
+  // with the others', racing for the rows at the head of the queue, and
+  // four cost PostgreSQL twice as much per dispatch as one ("Several
+  // schedulers on one database"). < 1: no limit and no batches. SQLite
+  // ignores it: its writers take turns anyway.
   int max_concurrent_claims = 2;
 };
 

@@ -24,6 +24,7 @@
 #include "proto/densegate.pb.h"
 #include "results/store/clock.h"
 #include "results/store/store.h"
+#include "results/store/testing/postgres_for_test.h"
 #include "results/store/testing/test_database.h"
 
 namespace densegate::results {
@@ -144,22 +145,14 @@ int64_t Us(const google::protobuf::Timestamp& t) {
 class StoreContractTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    const std::string name =
-        ::testing::UnitTest::GetInstance()->current_test_info()->name();
     if (GetParam() == "postgresql") {
-      const std::string url = testing::PostgresUrlFromEnv();
-      if (url.empty()) {
-        if (testing::RunningInCi()) {
-          FAIL() << "CI=true but DENSEGATE_PG_URL is not set, so the "
-                    "PostgreSQL store was not tested. "
-                 << testing::HowToRunPostgresTests();
-        }
-        GTEST_SKIP() << testing::HowToRunPostgresTests();
-      }
-      ASSERT_OK_AND_ASSIGN(db_,
-                           testing::TestDatabase::CreatePostgres(url, name));
+      testing::CreatePostgresForThisTest(&db_);
+      if (db_ == nullptr) return;
     } else {
-      ASSERT_OK_AND_ASSIGN(db_, testing::TestDatabase::CreateSqlite(name));
+      ASSERT_OK_AND_ASSIGN(
+          db_,
+          testing::TestDatabase::CreateSqlite(
+              ::testing::UnitTest::GetInstance()->current_test_info()->name()));
     }
     ASSERT_OK_AND_ASSIGN(store_, Open());
     ASSERT_EQ(store_->backend(), GetParam());

@@ -47,21 +47,6 @@ std::string PostgresUrlFromEnv() {
   return v == nullptr ? "" : v;
 }
 
-bool RunningInCi() {
-  const char* v = std::getenv("CI");
-  if (v == nullptr) return false;
-  std::string s = absl::AsciiStrToLower(v);
-  return s == "true" || s == "1" || s == "yes";
-}
-
-std::string HowToRunPostgresTests() {
-  return "PostgreSQL store tests need a server: run `eval "
-         "\"$(tools/pg_cluster.sh "
-         "start)\"` (a throwaway cluster on loopback), then `bazel test "
-         "//results/store/...`; stop it with `tools/pg_cluster.sh stop`. "
-         "tools/test.sh does all of this.";
-}
-
 std::string WithDatabase(absl::string_view url, absl::string_view database) {
   size_t scheme = url.find("://");
   if (scheme == absl::string_view::npos) {

@@ -20,12 +20,10 @@
 
 namespace densegate::results::testing {
 
-// DENSEGATE_PG_URL, or "" when unset.
+// DENSEGATE_PG_URL, or "" when unset. Tests get their database through
+// CreatePostgresForThisTest (postgres_for_test.h), which also decides
+// between skipping and failing.
 std::string PostgresUrlFromEnv();
-// CI=true (or 1): PostgreSQL tests must run, so a missing URL is a failure.
-bool RunningInCi();
-// What to print when DENSEGATE_PG_URL is missing.
-std::string HowToRunPostgresTests();
 
 class TestDatabase {
  public:
