@@ -18,7 +18,9 @@
 // backends (0 for SQLite, whose work is in cpu_us), and cpu_bound_2core =
 // 2 s / (cpu_us + db_us), the rate two otherwise idle cores would carry if
 // CPU were the only limit; `switches` counts this process's context
-// switches per dispatch (its threads' wake-ups).
+// switches per dispatch (its threads' wake-ups); on PostgreSQL,
+// `leases_per_statement` is how many nodes a finish-and-claim statement
+// served on average (Store::finish_batch_counts).
 //
 // BM_RpcFloor: what the RPC layer alone allows on this machine, for reading
 // the dispatch rate against. The same closed loop from N client threads to
@@ -59,6 +61,7 @@ namespace {
 struct Fixture {
   std::unique_ptr<results::testing::TestDatabase> db;
   std::unique_ptr<SchedulerServer> server;
+  results::Store* store = nullptr;  // Owned by `server`.
   std::shared_ptr<grpc::Channel> channel;
   std::vector<std::string> node_ids;
   // BM_RpcFloor's no-op server, in place of `db` and `server`.
@@ -137,6 +140,7 @@ Fixture* Setup(benchmark::State& state, bool postgres, int nodes, int jobs,
     state.SkipWithError(std::string(store.status().message()).c_str());
     return nullptr;
   }
+  f->store = store->get();
   ServerOptions options;
   options.address = "127.0.0.1:0";
   options.scheduler.lease_duration = lease;
@@ -209,11 +213,13 @@ void BM_Dispatch(benchmark::State& state, bool postgres, bool claim_next) {
   }
   ProcessUsage usage_start;
   double db_cpu_start = 0;
+  results::FinishBatchCounts batches_start;
   if (state.thread_index() == 0) {
     g_fixture = Setup(state, postgres, state.threads(), static_cast<int>(state.range(0)),
                       absl::Minutes(10));
     if (g_fixture != nullptr) {
       db_cpu_start = g_fixture->db->BackendCpuSeconds();
+      batches_start = g_fixture->store->finish_batch_counts();
       usage_start = ReadProcessUsage();
     }
   }
@@ -270,6 +276,12 @@ void BM_Dispatch(benchmark::State& state, bool postgres, bool claim_next) {
     state.counters["switches"] = (usage.switches - usage_start.switches) / dispatches;
     state.counters["db_us"] = db_us;
     state.counters["cpu_bound_2core"] = 2e6 / (cpu_us + db_us);
+    const results::FinishBatchCounts batches = g_fixture->store->finish_batch_counts();
+    if (batches.statements > batches_start.statements) {
+      state.counters["leases_per_statement"] =
+          static_cast<double>(batches.leases - batches_start.leases) /
+          static_cast<double>(batches.statements - batches_start.statements);
+    }
   }
 }
 

@@ -835,6 +835,18 @@ std::string Scheduler::RenderMetrics() {
   }
   line(absl::StrCat("densegate_claim_latency_seconds_sum ", claim_latency_us_sum_.load() / 1e6));
   line(absl::StrCat("densegate_claim_latency_seconds_count ", claims_.load()));
+  const results::FinishBatchCounts batches = store_->finish_batch_counts();
+  line(
+      "# HELP densegate_finish_statements_total PostgreSQL: statements that finished leases "
+      "and claimed the nodes' next jobs, each serving the nodes that waited for a claim turn "
+      "together.");
+  line("# TYPE densegate_finish_statements_total counter");
+  line(absl::StrCat("densegate_finish_statements_total ", batches.statements));
+  line(
+      "# HELP densegate_finish_statement_leases_total PostgreSQL: leases those statements "
+      "finished (divided by the statements: nodes served per statement).");
+  line("# TYPE densegate_finish_statement_leases_total counter");
+  line(absl::StrCat("densegate_finish_statement_leases_total ", batches.leases));
   return out;
 }
 

@@ -253,6 +253,12 @@ class SchedulerTest : public ::testing::Test {
 
   // GET /metrics over a plain socket.
   std::string Metrics() { return Http("/metrics"); }
+  // The value of an unlabelled metric in Metrics(), or -1 when it is missing.
+  int64_t MetricValue(const std::string& name) {
+    const std::string m = Metrics(), key = absl::StrCat("\n", name, " ");
+    size_t at = m.find(key);
+    return at == std::string::npos ? -1 : std::atoll(m.c_str() + at + key.size());
+  }
 
   // GET `target` from the scheduler's HTTP pages; the whole response.
   std::string Http(const std::string& target, const std::string& authorization = "") {
@@ -382,6 +388,18 @@ TEST_P(SchedulerOnEachStore, SubmissionsAcrossTwoNodesReachTheRightVerdicts) {
   EXPECT_THAT(metrics, HasSubstr("densegate_nodes{state=\"active\"} 2"));
   EXPECT_THAT(metrics, HasSubstr("densegate_queued_evaluations{kind=\"ci\"} 0"));
   EXPECT_THAT(metrics, HasSubstr("densegate_claim_latency_seconds_count"));
+  // Verdicts with the next claim: on PostgreSQL in shared statements, each
+  // carrying at least one lease; SQLite writes each alone and counts none.
+  const int64_t statements = MetricValue("densegate_finish_statements_total");
+  const int64_t leases = MetricValue("densegate_finish_statement_leases_total");
+  if (GetParam() == "postgresql") {
+    EXPECT_GE(statements, 1);
+    EXPECT_GE(leases, statements);
+    EXPECT_LE(leases, 20);
+  } else {
+    EXPECT_EQ(statements, 0);
+    EXPECT_EQ(leases, 0);
+  }
 }
 
 TEST_P(SchedulerOnEachStore, ANodeKilledMidJobLosesItsLeaseAndAnotherFinishes) {
@@ -637,15 +655,10 @@ TEST_P(SchedulerOnEachStore, ActiveNodesCalibrateAgainPeriodically) {
   EXPECT_EQ(WaitDone(r.evaluation().id()).state(), v1::FINISHED);
   // The node's next request finds its calibration a period old: it
   // calibrates again before any further gate work.
-  auto calibrations = [&] {
-    const std::string m = Metrics(), key = "\ndensegate_calibrations_total ";
-    size_t at = m.find(key);
-    return at == std::string::npos ? -1 : std::atoi(m.c_str() + at + key.size());
-  };
-  int n = calibrations();
+  int64_t n = MetricValue("densegate_calibrations_total");
   for (int i = 0; i < 600 && n < 2; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    n = calibrations();
+    n = MetricValue("densegate_calibrations_total");
   }
   EXPECT_GE(n, 2) << Metrics();
 }

@@ -453,6 +453,9 @@ TEST_F(PostgresBatchTest, FinishesWaitingTogetherRunAsOneStatement) {
       FinishThreeWhileTheTurnIsHeld(*store, held, {"cpu", "cpu", "cpu"});
   ASSERT_EQ(run.next.size(), 3u);
   EXPECT_EQ(run.finish_statements, 2);
+  // The store counts them too: one lease alone, then two together.
+  EXPECT_EQ(store->finish_batch_counts().statements, 2);
+  EXPECT_EQ(store->finish_batch_counts().leases, 3);
   // In arrival order, each node gets the next job in queue order.
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(run.next[i].ok()) << i << ": " << run.next[i].status();

@@ -207,6 +207,17 @@ struct AuditEntry {
   std::string detail;
 };
 
+// How FinishLeaseAndClaimNext calls were served since the store was opened.
+// On PostgreSQL the calls that wait for a claim turn together share one
+// statement, so leases / statements is how many nodes a statement served
+// (what the claim limit trades against; scheduler/README.md, "What bounds
+// the pipeline"). SQLite serves each call in its own transaction and
+// counts none.
+struct FinishBatchCounts {
+  int64_t statements = 0;  // statements sent, a batch or a single lease
+  int64_t leases = 0;      // leases those statements carried
+};
+
 struct AuditFilter {
   std::string actor;    // empty: any
   std::string subject;  // empty: any
@@ -292,6 +303,8 @@ class Store {
   virtual absl::StatusOr<NextClaim> FinishLeaseAndClaimNext(
       const LeaseRef& lease, const v1::Verdict& verdict,
       absl::Duration lease_duration) = 0;
+  // Totals since this store object was opened; cheap, any thread.
+  virtual FinishBatchCounts finish_batch_counts() const = 0;
   // Ends a live CALIBRATION lease: records the node's noise and new state.
   virtual absl::Status FinishCalibration(const LeaseRef& lease,
                                          double calibration_noise,

@@ -13,7 +13,9 @@
 // call. `claims` is StoreOptions::max_concurrent_claims (0: no limit), side
 // by side. `replicas` > 1 models several schedulers on one PostgreSQL
 // database: that many stores, each with its own claim limit, the threads
-// dealt among them in turn.
+// dealt among them in turn. On PostgreSQL it also reports
+// leases_per_statement: how many nodes a finish-and-claim statement served
+// on average, all stores together (Store::finish_batch_counts).
 //
 // items_per_second is dispatches per second, all threads together. The
 // queue is filled before timing starts.
@@ -302,6 +304,19 @@ void BM_FinishAndClaimNext(benchmark::State& state, bool postgres) {
   state.SetItemsProcessed(done);
   ReportCpu(state, cpu,
             static_cast<double>(state.iterations()) * state.threads());
+  if (state.thread_index() == 0 && g_current != nullptr) {
+    // The stores were opened for this run and LeaseFirstJobs' claims are
+    // not finishes: every count is from the loop.
+    FinishBatchCounts sum;
+    for (const auto& store : g_current->stores) {
+      sum.statements += store->finish_batch_counts().statements;
+      sum.leases += store->finish_batch_counts().leases;
+    }
+    if (sum.statements > 0) {
+      state.counters["leases_per_statement"] =
+          static_cast<double>(sum.leases) / static_cast<double>(sum.statements);
+    }
+  }
 }
 
 void Register() {

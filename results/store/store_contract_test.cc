@@ -863,6 +863,12 @@ TEST_P(StoreContractTest, FinishLeaseAndClaimNextLeasesTheNodesNextJob) {
   EXPECT_FALSE(last.lease.has_value());
   EXPECT_EQ(StateOf(second_id), v1::FINISHED);
   EXPECT_EQ(StateOf(big_id), v1::QUEUED);
+  // Two calls one after the other: on PostgreSQL a statement each, with one
+  // lease each; SQLite has no statements to share and counts none.
+  const FinishBatchCounts counts = store_->finish_batch_counts();
+  const int64_t expected = GetParam() == "postgresql" ? 2 : 0;
+  EXPECT_EQ(counts.statements, expected);
+  EXPECT_EQ(counts.leases, expected);
 }
 
 TEST_P(StoreContractTest,

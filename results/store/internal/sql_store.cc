@@ -770,6 +770,11 @@ class SqlStore : public Store {
     return next;
   }
 
+  FinishBatchCounts finish_batch_counts() const override {
+    return {finish_statements_.load(std::memory_order_relaxed),
+            finish_statement_leases_.load(std::memory_order_relaxed)};
+  }
+
   absl::Status FinishCalibration(const LeaseRef& ref, double noise,
                                  v1::NodeState new_state) override {
     DG_RETURN_IF_ERROR(ValidateRef(ref));
@@ -2514,6 +2519,9 @@ class SqlStore : public Store {
   }
 
   absl::Status ExecFinishBatch(absl::Span<FinishBatchItem* const> batch) {
+    finish_statements_.fetch_add(1, std::memory_order_relaxed);
+    finish_statement_leases_.fetch_add(static_cast<int64_t>(batch.size()),
+                                       std::memory_order_relaxed);
     const int64_t now = NowUs();
     for (FinishBatchItem* item : batch) {
       item->now_us = now;
@@ -2695,6 +2703,8 @@ class SqlStore : public Store {
   // PostgreSQL's FinishLeaseAndClaimNext callers, in batches of up to
   // kMaxFinishBatch, as many batches at once as claims_ allows.
   BatchTurn<FinishBatchItem> finish_batches_;
+  std::atomic<int64_t> finish_statements_{0};  // finish_batch_counts()
+  std::atomic<int64_t> finish_statement_leases_{0};
   std::atomic<int64_t> submissions_{0};  // Queued by this store object.
 };
 
