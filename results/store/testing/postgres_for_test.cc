@@ -20,10 +20,10 @@ bool RunningInCi() {
 }
 
 constexpr char kHowToRun[] =
-    "PostgreSQL tests need a server: run `eval \"$(tools/pg_cluster.sh "
-    "start)\"` (a throwaway cluster on loopback), then run the tests again; "
-    "stop "
-    "it with `tools/pg_cluster.sh stop`. tools/test.sh does all of this.";
+    "PostgreSQL tests need a server: run "
+    "`eval \"$(tools/pg_cluster.sh start)\"` (a throwaway cluster on "
+    "loopback), then run the tests again; stop it with "
+    "`tools/pg_cluster.sh stop`. tools/test.sh does all of this.";
 
 }  // namespace
 
