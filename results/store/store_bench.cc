@@ -309,8 +309,9 @@ void BM_FinishAndClaimNext(benchmark::State& state, bool postgres) {
     // not finishes: every count is from the loop.
     FinishBatchCounts sum;
     for (const auto& store : g_current->stores) {
-      sum.statements += store->finish_batch_counts().statements;
-      sum.leases += store->finish_batch_counts().leases;
+      const FinishBatchCounts counts = store->finish_batch_counts();
+      sum.statements += counts.statements;
+      sum.leases += counts.leases;
     }
     if (sum.statements > 0) {
       state.counters["leases_per_statement"] =

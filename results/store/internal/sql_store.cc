@@ -2084,7 +2084,6 @@ class SqlStore : public Store {
     std::string candidate;
   };
 
-  // Leases up to `limit` queued jobs matching `d` to `node_id` within `tx`.
   // kPgClaim for at most `limit` jobs. The limit is part of the text, not a
   // parameter: PostgreSQL then knows the claim touches few rows and plans
   // index lookups for the joins (its generic plan for LIMIT $n assumed many
@@ -2104,6 +2103,7 @@ class SqlStore : public Store {
             expires};
   }
 
+  // Leases up to `limit` queued jobs matching `d` to `node_id` within `tx`.
   absl::StatusOr<std::vector<Claimed>> ClaimInTx(SqlTx& tx,
                                                  const std::string& node_id,
                                                  const v1::NodeDimensions& d,
