@@ -7,8 +7,8 @@
 // The PostgreSQL store runs its finish-and-claim statements through one: a
 // statement for several nodes costs PostgreSQL less per node than one
 // statement each (executor start-up, commit and round trip once per batch),
-// and the callers were waiting anyway (scheduler/README.md, "Finishes and
-// claims in batches").
+// and the callers were waiting anyway (scheduler/dispatch_rate.md, "Finishes
+// and claims in batches").
 //
 // Thread-safe. `run` must not throw.
 #ifndef DENSEGATE_RESULTS_STORE_INTERNAL_BATCH_TURN_H_

@@ -2555,7 +2555,7 @@ class SqlStore : public Store {
 
   // A batch of one: kPgFinish and kPgClaimAfterFinish, which cost
   // PostgreSQL about 200 us less than kPgFinishAndClaimBatch for one lease
-  // (scheduler/README.md, "Finishes and claims in batches").
+  // (scheduler/dispatch_rate.md, "Finishes and claims in batches").
   absl::Status ExecFinishOne(FinishBatchItem& item) {
     std::vector<SqlValue> args =
         PgFinishArgs(*item.ref, *item.verdict, item.now_us);
