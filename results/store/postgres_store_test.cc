@@ -23,6 +23,7 @@
 #include "results/store/internal/sql_store.h"
 #include "results/store/store.h"
 #include "results/store/testing/postgres_for_test.h"
+#include "results/store/testing/status_assertions.h"
 #include "results/store/testing/test_database.h"
 #include "results/store/testing/thread_signals.h"
 
@@ -40,21 +41,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
-
-#define ASSERT_OK(expr)                          \
-  do {                                           \
-    const absl::Status s_ = (expr);              \
-    ASSERT_TRUE(s_.ok()) << #expr << ": " << s_; \
-  } while (0)
-
-#define ASSERT_OK_AND_ASSIGN(lhs, expr) \
-  ASSERT_OK_AND_ASSIGN_IMPL_(CONCAT_(statusor_, __LINE__), lhs, expr)
-#define CONCAT_INNER_(a, b) a##b
-#define CONCAT_(a, b) CONCAT_INNER_(a, b)
-#define ASSERT_OK_AND_ASSIGN_IMPL_(tmp, lhs, expr)        \
-  auto tmp = (expr);                                      \
-  ASSERT_TRUE(tmp.ok()) << #expr << ": " << tmp.status(); \
-  lhs = *std::move(tmp)
 
 SubmitParams Params(absl::string_view id) {
   SubmitParams p;

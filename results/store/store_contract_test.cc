@@ -25,6 +25,7 @@
 #include "results/store/clock.h"
 #include "results/store/store.h"
 #include "results/store/testing/postgres_for_test.h"
+#include "results/store/testing/status_assertions.h"
 #include "results/store/testing/test_database.h"
 
 namespace densegate::results {
@@ -35,27 +36,6 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::SizeIs;
 using ::testing::UnorderedElementsAreArray;
-
-#define ASSERT_OK(expr)                          \
-  do {                                           \
-    const absl::Status s_ = (expr);              \
-    ASSERT_TRUE(s_.ok()) << #expr << ": " << s_; \
-  } while (0)
-
-#define EXPECT_OK(expr)                          \
-  do {                                           \
-    const absl::Status s_ = (expr);              \
-    EXPECT_TRUE(s_.ok()) << #expr << ": " << s_; \
-  } while (0)
-
-#define ASSERT_OK_AND_ASSIGN(lhs, expr) \
-  ASSERT_OK_AND_ASSIGN_IMPL_(CONCAT_(statusor_, __LINE__), lhs, expr)
-#define CONCAT_INNER_(a, b) a##b
-#define CONCAT_(a, b) CONCAT_INNER_(a, b)
-#define ASSERT_OK_AND_ASSIGN_IMPL_(tmp, lhs, expr)        \
-  auto tmp = (expr);                                      \
-  ASSERT_TRUE(tmp.ok()) << #expr << ": " << tmp.status(); \
-  lhs = *std::move(tmp)
 
 constexpr char kRepo[] = "https://git.example/densegate.git";
 
