@@ -695,14 +695,14 @@ class SqlStore : public Store {
       // the verdict consistent; otherwise the step-by-step transaction below
       // finds out what is wrong.
       bool done = false;
-      DG_RETURN_IF_ERROR(
-          Run("FinishLease", TxMode::kSingleStatement,
-              [&](SqlTx& tx) -> absl::Status {
-                DG_ASSIGN_OR_RETURN(
-                    SqlResult r, tx.Exec(kPgFinish, PgFinishArgs(ref, v, now)));
-                done = r.rows.at(0).Int(0) == 1;
-                return absl::OkStatus();
-              }));
+      DG_RETURN_IF_ERROR(Run(
+          "FinishLease", TxMode::kSingleStatement,
+          [&](SqlTx& tx) -> absl::Status {
+            DG_ASSIGN_OR_RETURN(SqlResult r,
+                                tx.Exec(PgFinish(), PgFinishArgs(ref, v, now)));
+            done = r.rows.at(0).Int(0) == 1;
+            return absl::OkStatus();
+          }));
       if (done) return absl::OkStatus();
     }
     return Run("FinishLease", TxMode::kWrite, [&](SqlTx& tx) -> absl::Status {
@@ -1621,6 +1621,34 @@ class SqlStore : public Store {
       " AND (req_node_id = '' OR req_node_id = $5)"
       " ORDER BY priority_class, priority DESC, id LIMIT $6";
 
+  // What both finish statements (PgFinish, kPgFinishAndClaimBatch) write
+  // besides the lease: `j` and `e` end the job and the evaluation of each
+  // lease in `l` at time `now` (a parameter); kVerdictInsert and
+  // kComparisonInsert head the verdict's and its comparisons' inserts,
+  // which add their values (the comparisons, decided_at_us and m.proto).
+  static std::string EndJobAndEvaluation(absl::string_view now) {
+    return absl::StrCat(
+        " j AS (UPDATE jobs SET state = 3, updated_at_us = ", now,
+        " FROM l WHERE jobs.id = l.job_id RETURNING jobs.id),"
+        " e AS (UPDATE evaluations SET state = 3, updated_at_us = ",
+        now,
+        " FROM l WHERE evaluations.id = l.evaluation_id"
+        " RETURNING evaluations.id, evaluations.candidate_id),");
+  }
+  static constexpr char kVerdictInsert[] =
+      "INSERT INTO verdicts (evaluation_id, candidate_id, lease_id,"
+      " decision, policy, manifest_hash, node_id, node_fingerprint,"
+      " software_version, statistics_seed, decided_at_us, proto)";
+  static constexpr char kComparisonInsert[] =
+      "INSERT INTO metric_comparisons (evaluation_id, metric, unit,"
+      " direction, is_primary, baseline, candidate, speedup, ci_low, ci_high,"
+      " n_pairs, p_value, significant, flagged_for_review, decided_at_us,"
+      " proto)"
+      " SELECT l.evaluation_id, m.metric, m.unit, m.direction, m.is_primary,"
+      " m.baseline, m.candidate, m.speedup, m.ci_low, m.ci_high, m.n_pairs,"
+      " m.p_value, m.significant, m.flagged";
+  static constexpr char kPgFinishCount[] = " SELECT count(*) FROM l";
+
   // PostgreSQL's FinishLease in one round trip: ends the lease, the job and
   // the evaluation and writes the verdict, its samples and comparisons, all
   // only if the lease is live, held by the node ($2), an evaluation lease,
@@ -1628,52 +1656,35 @@ class SqlStore : public Store {
   // the leases it ended (0: nothing written). Lock order as everywhere: the
   // lease, then the job, then the evaluation. Foreign keys to the new
   // verdict are checked at the end of the statement.
-  static constexpr char kPgFinish[] =
-      "WITH l AS ("
-      " UPDATE leases SET state = 2, ended_at_us = $3, end_reason = 'finished'"
-      " WHERE id = $1 AND node_id = $2 AND state = 1 AND expires_at_us > $3"
-      " AND job_kind = 1"
-      " AND ($4 = '' OR evaluation_id = $4)"
-      " AND ($5 = '' OR $5 = (SELECT candidate_id FROM evaluations"
-      " WHERE evaluations.id = leases.evaluation_id))"
-      " AND NOT EXISTS (SELECT 1 FROM unnest(CAST($6 AS BIGINT[])) AS s(id)"
-      " WHERE NOT EXISTS (SELECT 1 FROM samples WHERE samples.id = s.id"
-      " AND samples.evaluation_id = leases.evaluation_id))"
-      " RETURNING id, job_id, evaluation_id),"
-      " j AS (UPDATE jobs SET state = 3, updated_at_us = $3 FROM l"
-      " WHERE jobs.id = l.job_id RETURNING jobs.id),"
-      " e AS (UPDATE evaluations SET state = 3, updated_at_us = $3 FROM l"
-      " WHERE evaluations.id = l.evaluation_id"
-      " RETURNING evaluations.id, evaluations.candidate_id),"
-      " v AS (INSERT INTO verdicts (evaluation_id, candidate_id, lease_id,"
-      " decision, policy, manifest_hash, node_id, node_fingerprint,"
-      " software_version, statistics_seed, decided_at_us, proto)"
-      " SELECT e.id, e.candidate_id, l.id, CAST($7 AS INTEGER),"
-      " CAST($8 AS INTEGER), CAST($9 AS TEXT), CAST($10 AS TEXT),"
-      " CAST($11 AS TEXT), CAST($12 AS TEXT), CAST($13 AS BIGINT),"
-      " CAST($14 AS BIGINT), CAST($15 AS BYTEA) FROM e, l),"
-      " vs AS (INSERT INTO verdict_samples (evaluation_id, sample_id)"
-      " SELECT l.evaluation_id, s.id FROM l,"
-      " unnest(CAST($6 AS BIGINT[])) AS s(id)),"
-      " mc AS (INSERT INTO metric_comparisons (evaluation_id, metric, unit,"
-      " direction, is_primary, baseline, candidate, speedup, ci_low, ci_high,"
-      " n_pairs, p_value, significant, flagged_for_review, decided_at_us,"
-      " proto)"
-      " SELECT l.evaluation_id, m.metric, m.unit, m.direction, m.is_primary,"
-      " m.baseline, m.candidate, m.speedup, m.ci_low, m.ci_high, m.n_pairs,"
-      " m.p_value, m.significant, m.flagged, CAST($14 AS BIGINT), m.proto"
-      " FROM l,"
-      " unnest(CAST($16 AS TEXT[]), CAST($17 AS TEXT[]), CAST($18 AS "
-      "INTEGER[]),"
-      " CAST($19 AS INTEGER[]), CAST($20 AS DOUBLE PRECISION[]),"
-      " CAST($21 AS DOUBLE PRECISION[]), CAST($22 AS DOUBLE PRECISION[]),"
-      " CAST($23 AS DOUBLE PRECISION[]), CAST($24 AS DOUBLE PRECISION[]),"
-      " CAST($25 AS INTEGER[]), CAST($26 AS DOUBLE PRECISION[]),"
-      " CAST($27 AS INTEGER[]), CAST($28 AS INTEGER[]), CAST($29 AS BYTEA[]))"
-      " AS m(metric, unit, direction, is_primary, baseline, candidate, speedup,"
-      " ci_low, ci_high, n_pairs, p_value, significant, flagged, proto))"
-      " SELECT count(*) FROM l";
-  // kPgFinish, then kPgClaim's claim of one job for the lease's node, only
+  static const std::string& PgFinish() {
+    static const std::string* text = new std::string(absl::StrCat(
+        "WITH l AS ("
+        " UPDATE leases SET state = 2, ended_at_us = $3,"
+        " end_reason = 'finished'"
+        " WHERE id = $1 AND node_id = $2 AND state = 1 AND expires_at_us > $3"
+        " AND job_kind = 1"
+        " AND ($4 = '' OR evaluation_id = $4)"
+        " AND ($5 = '' OR $5 = (SELECT candidate_id FROM evaluations"
+        " WHERE evaluations.id = leases.evaluation_id))"
+        " AND NOT EXISTS (SELECT 1 FROM unnest(CAST($6 AS BIGINT[])) AS s(id)"
+        " WHERE NOT EXISTS (SELECT 1 FROM samples WHERE samples.id = s.id"
+        " AND samples.evaluation_id = leases.evaluation_id))"
+        " RETURNING id, job_id, evaluation_id),",
+        EndJobAndEvaluation("$3"), " v AS (", kVerdictInsert,
+        " SELECT e.id, e.candidate_id, l.id, CAST($7 AS INTEGER),"
+        " CAST($8 AS INTEGER), CAST($9 AS TEXT), CAST($10 AS TEXT),"
+        " CAST($11 AS TEXT), CAST($12 AS TEXT), CAST($13 AS BIGINT),"
+        " CAST($14 AS BIGINT), CAST($15 AS BYTEA) FROM e, l),"
+        " vs AS (INSERT INTO verdict_samples (evaluation_id, sample_id)"
+        " SELECT l.evaluation_id, s.id FROM l,"
+        " unnest(CAST($6 AS BIGINT[])) AS s(id)),"
+        " mc AS (",
+        kComparisonInsert, ", CAST($14 AS BIGINT), m.proto FROM l, unnest(",
+        PgComparisonArrays::Casts(16), ") AS m(", PgComparisonArrays::kNames,
+        "))", kPgFinishCount));
+    return *text;
+  }
+  // PgFinish(), then kPgClaim's claim of one job for the lease's node, only
   // when the lease was ended and the node is ACTIVE (2), with its registered
   // dimensions; $30: the new lease's expiry. One row per claimed job, or one
   // with NULLs: the count of ended leases, the node's state, kPgClaim's
@@ -1724,21 +1735,22 @@ class SqlStore : public Store {
       " LEFT JOIN candidates c ON c.id = e.candidate_id";
   static_assert(v1::ACTIVE == 2, "kPgClaimAfterFinish names ACTIVE as 2");
   static const std::string& PgFinishAndClaim() {
-    static const std::string* text = new std::string(
-        absl::StrCat(absl::StripSuffix(kPgFinish, " SELECT count(*) FROM l"),
-                     kPgClaimAfterFinish));
+    static const std::string* text = new std::string(absl::StrCat(
+        absl::StripSuffix(PgFinish(), kPgFinishCount), kPgClaimAfterFinish));
     return *text;
   }
 
   // FinishLeaseAndClaimNext for a batch of leases in one round trip
-  // (BatchTurn): kPgFinish for each, then, for each lease ended whose node
+  // (BatchTurn): PgFinish() for each, then, for each lease ended whose node
   // is ACTIVE (2), the claim of one job matching the node's registered
   // dimensions. $1: now. One element per lease in $2-$15: lease, node,
   // evaluation and candidate the verdict names, the verdict's columns (as
-  // kPgFinish's $7-$15), the new lease's expiry. The verdicts' samples and
+  // PgFinish()'s $7-$15), the new lease's expiry. The verdicts' samples and
   // metric comparisons are flattened, each element naming its lease by
   // position (1-based): $16-$17 and $18-$32. The claim's LIMIT (@LIMIT@, the
-  // batch size) is in the text, as in kPgClaim.
+  // batch size) is in the text, as in kPgClaim; @FINISH@ stands for the
+  // writes it shares with PgFinish() (EndJobAndEvaluation and the verdict's
+  // inserts).
   //
   // One scan claims for the whole batch, job i to the i-th node in arrival
   // order, which is only right when the nodes match the same jobs: all of
@@ -1782,38 +1794,7 @@ class SqlStore : public Store {
       " AND samples.evaluation_id = leases.evaluation_id)))"
       " RETURNING leases.id, leases.job_id, leases.evaluation_id,"
       " leases.node_id, i.item),"
-      " j AS (UPDATE jobs SET state = 3, updated_at_us = $1 FROM l"
-      " WHERE jobs.id = l.job_id RETURNING jobs.id),"
-      " e AS (UPDATE evaluations SET state = 3, updated_at_us = $1 FROM l"
-      " WHERE evaluations.id = l.evaluation_id"
-      " RETURNING evaluations.id, evaluations.candidate_id),"
-      " v AS (INSERT INTO verdicts (evaluation_id, candidate_id, lease_id,"
-      " decision, policy, manifest_hash, node_id, node_fingerprint,"
-      " software_version, statistics_seed, decided_at_us, proto)"
-      " SELECT e.id, e.candidate_id, l.id, i.decision, i.policy,"
-      " i.manifest_hash, i.provenance_node_id, i.node_fingerprint,"
-      " i.software_version, i.statistics_seed, i.decided_at_us, i.proto"
-      " FROM l JOIN e ON e.id = l.evaluation_id JOIN i ON i.item = l.item),"
-      " vs AS (INSERT INTO verdict_samples (evaluation_id, sample_id)"
-      " SELECT l.evaluation_id, s.id FROM l JOIN s ON s.item = l.item),"
-      " mc AS (INSERT INTO metric_comparisons (evaluation_id, metric, unit,"
-      " direction, is_primary, baseline, candidate, speedup, ci_low, ci_high,"
-      " n_pairs, p_value, significant, flagged_for_review, decided_at_us,"
-      " proto)"
-      " SELECT l.evaluation_id, m.metric, m.unit, m.direction, m.is_primary,"
-      " m.baseline, m.candidate, m.speedup, m.ci_low, m.ci_high, m.n_pairs,"
-      " m.p_value, m.significant, m.flagged, i.decided_at_us, m.proto"
-      " FROM l JOIN i ON i.item = l.item JOIN"
-      " unnest(CAST($18 AS INTEGER[]), CAST($19 AS TEXT[]),"
-      " CAST($20 AS TEXT[]), CAST($21 AS INTEGER[]), CAST($22 AS INTEGER[]),"
-      " CAST($23 AS DOUBLE PRECISION[]), CAST($24 AS DOUBLE PRECISION[]),"
-      " CAST($25 AS DOUBLE PRECISION[]), CAST($26 AS DOUBLE PRECISION[]),"
-      " CAST($27 AS DOUBLE PRECISION[]), CAST($28 AS INTEGER[]),"
-      " CAST($29 AS DOUBLE PRECISION[]), CAST($30 AS INTEGER[]),"
-      " CAST($31 AS INTEGER[]), CAST($32 AS BYTEA[]))"
-      " AS m(item, metric, unit, direction, is_primary, baseline, candidate,"
-      " speedup, ci_low, ci_high, n_pairs, p_value, significant, flagged,"
-      " proto) ON m.item = l.item),"
+      "@FINISH@"
       " n AS (SELECT l.item, nodes.id, nodes.state, nodes.accelerator_kind,"
       " nodes.accelerator_count, nodes.accelerator_memory_bytes,"
       " nodes.fingerprint FROM l JOIN nodes ON nodes.id = l.node_id),"
@@ -1873,10 +1854,25 @@ class SqlStore : public Store {
   // made once per size rather than on every statement.
   static const std::string& PgFinishAndClaimBatch(size_t n) {
     static const std::vector<std::string>* texts = [] {
+      const auto finish = std::make_unique<std::string>(absl::StrCat(
+          EndJobAndEvaluation("$1"), " v AS (", kVerdictInsert,
+          " SELECT e.id, e.candidate_id, l.id, i.decision, i.policy,"
+          " i.manifest_hash, i.provenance_node_id, i.node_fingerprint,"
+          " i.software_version, i.statistics_seed, i.decided_at_us, i.proto"
+          " FROM l JOIN e ON e.id = l.evaluation_id JOIN i ON i.item = l.item),"
+          " vs AS (INSERT INTO verdict_samples (evaluation_id, sample_id)"
+          " SELECT l.evaluation_id, s.id FROM l JOIN s ON s.item = l.item),"
+          " mc AS (",
+          kComparisonInsert,
+          ", i.decided_at_us, m.proto FROM l JOIN i ON i.item = l.item JOIN"
+          " unnest(CAST($18 AS INTEGER[]), ",
+          PgComparisonArrays::Casts(19), ") AS m(item, ",
+          PgComparisonArrays::kNames, ") ON m.item = l.item),"));
       auto* v = new std::vector<std::string>;
       for (int i = 0; i <= kMaxFinishBatch; ++i) {
-        v->push_back(absl::StrReplaceAll(kPgFinishAndClaimBatch,
-                                         {{"@LIMIT@", absl::StrCat(i)}}));
+        v->push_back(absl::StrReplaceAll(
+            kPgFinishAndClaimBatch,
+            {{"@LIMIT@", absl::StrCat(i)}, {"@FINISH@", *finish}}));
       }
       return v;
     }();
@@ -2373,10 +2369,38 @@ class SqlStore : public Store {
     return EndLease(tx, lease, now, v1::FINISHED, "finished");
   }
 
-  // Verdicts' metric comparisons as the 14 parallel arrays kPgFinish and
+  // Verdicts' metric comparisons as the 14 parallel arrays PgFinish() and
   // kPgFinishAndClaimBatch unnest, plus (for the batch) each comparison's
   // lease position.
   struct PgComparisonArrays {
+    // The arrays AppendTo adds, in order: their names in the statements'
+    // unnest and their element types.
+    static constexpr char kNames[] =
+        "metric, unit, direction, is_primary, baseline, candidate, speedup,"
+        " ci_low, ci_high, n_pairs, p_value, significant, flagged, proto";
+    static constexpr const char* kTypes[] = {"TEXT",
+                                             "TEXT",
+                                             "INTEGER",
+                                             "INTEGER",
+                                             "DOUBLE PRECISION",
+                                             "DOUBLE PRECISION",
+                                             "DOUBLE PRECISION",
+                                             "DOUBLE PRECISION",
+                                             "DOUBLE PRECISION",
+                                             "INTEGER",
+                                             "DOUBLE PRECISION",
+                                             "INTEGER",
+                                             "INTEGER",
+                                             "BYTEA"};
+    // "CAST($first AS TEXT[]), ..." for the 14 arrays.
+    static std::string Casts(int first) {
+      std::vector<std::string> casts;
+      for (const char* type : kTypes) {
+        casts.push_back(absl::StrCat("CAST($", first++, " AS ", type, "[])"));
+      }
+      return absl::StrJoin(casts, ", ");
+    }
+
     std::vector<int64_t> item;
     std::vector<std::string> metric, unit, proto;
     std::vector<int64_t> direction, primary, n_pairs, significant, flagged;
@@ -2421,7 +2445,7 @@ class SqlStore : public Store {
     return seed;
   }
 
-  // The parameters of kPgFinish ($1-$29; PgFinishAndClaim() adds $30).
+  // The parameters of PgFinish() ($1-$29; PgFinishAndClaim() adds $30).
   static std::vector<SqlValue> PgFinishArgs(const LeaseRef& ref,
                                             const StoredVerdict& stored,
                                             int64_t now) {
@@ -2553,7 +2577,7 @@ class SqlStore : public Store {
     return absl::OkStatus();
   }
 
-  // A batch of one: kPgFinish and kPgClaimAfterFinish, which cost
+  // A batch of one: PgFinish() and kPgClaimAfterFinish, which cost
   // PostgreSQL about 200 us less than kPgFinishAndClaimBatch for one lease
   // (scheduler/dispatch_rate.md, "Finishes and claims in batches").
   absl::Status ExecFinishOne(FinishBatchItem& item) {
