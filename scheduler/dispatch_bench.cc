@@ -16,11 +16,14 @@
 // timing. CPU per dispatch: cpu_us for this process (scheduler, gRPC, store
 // client and the simulated nodes together), db_us for the PostgreSQL
 // backends (0 for SQLite, whose work is in cpu_us), and cpu_bound_2core =
-// 2 s / (cpu_us + db_us), the rate two otherwise idle cores would carry if
-// CPU were the only limit; `switches` counts this process's context
-// switches per dispatch (its threads' wake-ups); on PostgreSQL,
-// `leases_per_statement` is how many nodes a finish-and-claim statement
-// served on average (Store::finish_batch_counts).
+// 2 s / (cpu_us + db_us), the rate two otherwise idle cores would carry if CPU
+// were the only limit; `db_cores`, the PostgreSQL backends' CPU seconds per
+// second of the run (about 0.9 says the one pipelined backend that runs the
+// finish-and-claim statements is what sets the pace, see
+// scheduler/README.md, "What sets the rate"); `switches` counts this
+// process's context switches per dispatch (its threads' wake-ups); on
+// PostgreSQL, `leases_per_statement` is how many nodes a finish-and-claim
+// statement served on average (Store::finish_batch_counts).
 //
 // BM_RpcFloor: what the RPC layer alone allows on this machine, for reading
 // the dispatch rate against. The same closed loop from N client threads to
@@ -213,6 +216,7 @@ void BM_Dispatch(benchmark::State& state, bool postgres, bool claim_next) {
   }
   ProcessUsage usage_start;
   double db_cpu_start = 0;
+  absl::Time wall_start;
   results::FinishBatchCounts batches_start;
   if (state.thread_index() == 0) {
     g_fixture = Setup(state, postgres, state.threads(), static_cast<int>(state.range(0)),
@@ -221,6 +225,7 @@ void BM_Dispatch(benchmark::State& state, bool postgres, bool claim_next) {
       db_cpu_start = g_fixture->db->BackendCpuSeconds();
       batches_start = g_fixture->store->finish_batch_counts();
       usage_start = ReadProcessUsage();
+      wall_start = absl::Now();
     }
   }
   int64_t dispatched = 0;
@@ -271,11 +276,13 @@ void BM_Dispatch(benchmark::State& state, bool postgres, bool claim_next) {
     const double dispatches = static_cast<double>(state.iterations()) * state.threads();
     const ProcessUsage usage = ReadProcessUsage();
     const double cpu_us = (usage.cpu_seconds - usage_start.cpu_seconds) * 1e6 / dispatches;
-    const double db_us = (g_fixture->db->BackendCpuSeconds() - db_cpu_start) * 1e6 / dispatches;
+    const double db_seconds = g_fixture->db->BackendCpuSeconds() - db_cpu_start;
+    const double db_us = db_seconds * 1e6 / dispatches;
     state.counters["cpu_us"] = cpu_us;
     state.counters["switches"] = (usage.switches - usage_start.switches) / dispatches;
     state.counters["db_us"] = db_us;
     state.counters["cpu_bound_2core"] = 2e6 / (cpu_us + db_us);
+    state.counters["db_cores"] = db_seconds / absl::ToDoubleSeconds(absl::Now() - wall_start);
     const results::FinishBatchCounts batches = g_fixture->store->finish_batch_counts();
     if (batches.statements > batches_start.statements) {
       state.counters["leases_per_statement"] =
