@@ -91,15 +91,23 @@ TEST(SqliteStoreTest, FileIsWalAndSurvivesReopening) {
 
   ASSERT_OK_AND_ASSIGN(auto raw, internal::OpenSqliteDriver(
                                      TmpPath("reopen.db"), absl::Seconds(1)));
-  std::string mode;
-  ASSERT_OK(raw->Transact(
-      "t", internal::TxMode::kRead, [&](internal::SqlTx& tx) -> absl::Status {
-        absl::StatusOr<internal::SqlResult> r = tx.Exec("PRAGMA journal_mode");
-        if (!r.ok()) return r.status();
-        mode = r->rows.at(0).Text(0);
-        return absl::OkStatus();
-      }));
-  EXPECT_EQ(mode, "wal");
+  // The driver's settings (sqlite_driver.cc says why): WAL, 1 KiB pages in
+  // a file it created, a checkpoint every 4,000 WAL pages.
+  auto pragma = [&](const std::string& name) {
+    std::string value;
+    EXPECT_OK(raw->Transact("t", internal::TxMode::kRead,
+                            [&](internal::SqlTx& tx) -> absl::Status {
+                              absl::StatusOr<internal::SqlResult> r =
+                                  tx.Exec(absl::StrCat("PRAGMA ", name));
+                              if (!r.ok()) return r.status();
+                              value = r->rows.at(0).Text(0);
+                              return absl::OkStatus();
+                            }));
+    return value;
+  };
+  EXPECT_EQ(pragma("journal_mode"), "wal");
+  EXPECT_EQ(pragma("page_size"), "1024");
+  EXPECT_EQ(pragma("wal_autocheckpoint"), "4000");
 }
 
 // Writers that arrive while a transaction runs are committed with the next

@@ -382,9 +382,20 @@ absl::StatusOr<std::unique_ptr<SqlDriver>> OpenSqliteDriver(
   sqlite3_busy_timeout(
       db, static_cast<int>(absl::ToInt64Milliseconds(busy_timeout)));
   // WAL: readers never block the writer; NORMAL sync is durable across
-  // application crashes (an OS crash may lose the last transactions).
+  // application crashes (an OS crash may lose the transactions since the
+  // last checkpoint, which syncs the WAL). 1 KiB pages (a new file only;
+  // an existing one keeps its size): a dispatch changes about 20 pages of
+  // the queue's tables and indexes and each commit appends every changed
+  // page to the WAL, so smaller pages write a quarter of the bytes. A
+  // checkpoint every 4,000 WAL pages keeps the WAL's size at SQLite's
+  // default (1,000 pages of 4 KiB) and its checkpoints, which copy pages
+  // back and sync both files on the committing thread, a quarter as
+  // frequent: about 200 dispatches apart instead of 50. Together 1.17x
+  // dispatches/s (scheduler/dispatch_rate.md, "SQLite pages and
+  // checkpoints").
   const char* pragmas =
-      "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
+      "PRAGMA page_size=1024; PRAGMA journal_mode=WAL; "
+      "PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=4000; "
       "PRAGMA foreign_keys=ON;";
   char* err = nullptr;
   rc = sqlite3_exec(db, pragmas, nullptr, nullptr, &err);
