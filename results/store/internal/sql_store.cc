@@ -1854,7 +1854,7 @@ class SqlStore : public Store {
   // made once per size rather than on every statement.
   static const std::string& PgFinishAndClaimBatch(size_t n) {
     static const std::vector<std::string>* texts = [] {
-      const auto finish = std::make_unique<std::string>(absl::StrCat(
+      const std::string finish = absl::StrCat(
           EndJobAndEvaluation("$1"), " v AS (", kVerdictInsert,
           " SELECT e.id, e.candidate_id, l.id, i.decision, i.policy,"
           " i.manifest_hash, i.provenance_node_id, i.node_fingerprint,"
@@ -1867,12 +1867,12 @@ class SqlStore : public Store {
           ", i.decided_at_us, m.proto FROM l JOIN i ON i.item = l.item JOIN"
           " unnest(CAST($18 AS INTEGER[]), ",
           PgComparisonArrays::Casts(19), ") AS m(item, ",
-          PgComparisonArrays::kNames, ") ON m.item = l.item),"));
+          PgComparisonArrays::kNames, ") ON m.item = l.item),");
       auto* v = new std::vector<std::string>;
       for (int i = 0; i <= kMaxFinishBatch; ++i) {
         v->push_back(absl::StrReplaceAll(
             kPgFinishAndClaimBatch,
-            {{"@LIMIT@", absl::StrCat(i)}, {"@FINISH@", *finish}}));
+            {{"@LIMIT@", absl::StrCat(i)}, {"@FINISH@", finish}}));
       }
       return v;
     }();
