@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "cli/build_info.h"
 #include "cli/command.h"
+#include "cli/sandbox_flags.h"
 #include "cli/terminal_progress.h"
 #include "harness/evaluator.h"
 #include "harness/feedback.h"
@@ -29,6 +30,7 @@ struct EvalArgs {
   bool json = false;
   bool override_protected = false;
   std::string override_reason;
+  SandboxFlags sandbox;
 };
 
 absl::StatusOr<v1::Claim> ParseClaim(const std::string& text) {
@@ -99,8 +101,15 @@ int Eval(const EvalArgs& args) {
   options.software_version = absl::StrCat(kVersion, "+", kGitCommit);
   std::unique_ptr<harness::MachineProbe> probe = harness::NewCacheSweepProbe({});
   options.machine_probe = probe.get();
-  std::unique_ptr<harness::ProcessLauncher> launcher = harness::NewSandboxLauncher();
-  harness::Evaluator evaluator(options, launcher.get());
+  options.sandbox_uid = args.sandbox.sandbox_uid;
+  options.isolation = Isolation(args.sandbox);
+  absl::StatusOr<std::unique_ptr<harness::ProcessLauncher>> launcher =
+      NewArmLauncher(args.sandbox, "eval");
+  if (!launcher.ok()) {
+    std::cerr << "densegate eval: " << launcher.status().message() << "\n";
+    return kExitInfrastructure;
+  }
+  harness::Evaluator evaluator(options, launcher->get());
   TerminalProgress progress;
   absl::StatusOr<harness::EvalOutcome> outcome = evaluator.Evaluate(request, &progress);
   if (!outcome.ok()) {
@@ -154,6 +163,7 @@ void AddEvalCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--override-protected", args->override_protected,
                 "Accept changes to protected paths (recorded in the verdict)");
   cmd->add_option("--override-reason", args->override_reason, "Why the override");
+  AddSandboxFlags(cmd, &args->sandbox);
   cmd->callback([args, exit_code] { *exit_code = Eval(*args); });
 }
 

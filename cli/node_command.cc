@@ -12,6 +12,7 @@
 #include "cli/channel_flags.h"
 #include "cli/command.h"
 #include "harness/node/node_worker.h"
+#include "cli/sandbox_flags.h"
 #include "harness/process/host_lock.h"
 
 namespace densegate::cli {
@@ -23,6 +24,7 @@ struct NodeArgs {
   std::string ca = DefaultCaFile();
   std::string host_lock;
   int64_t precision_cache_mib = 1024;
+  SandboxFlags sandbox;
 };
 
 int RunNode(NodeArgs& a) {
@@ -68,8 +70,15 @@ int RunNode(NodeArgs& a) {
     host_lock = *std::move(opened);
     a.options.host_lock = host_lock.get();
   }
-  std::unique_ptr<harness::ProcessLauncher> launcher = harness::NewSandboxLauncher();
-  harness::NodeWorker worker(a.options, launcher.get());
+  absl::StatusOr<std::unique_ptr<harness::ProcessLauncher>> launcher =
+      NewArmLauncher(a.sandbox, "node");
+  if (!launcher.ok()) {
+    std::cerr << "densegate node: " << launcher.status().message() << "\n";
+    return kExitInfrastructure;
+  }
+  a.options.sandbox_uid = a.sandbox.sandbox_uid;
+  a.options.isolation = Isolation(a.sandbox);
+  harness::NodeWorker worker(a.options, launcher->get());
   absl::Status s = worker.Run();
   if (!s.ok()) {
     std::cerr << "densegate node: " << s.message() << "\n";
@@ -102,6 +111,7 @@ void AddNodeCommand(CLI::App& app, int* exit_code) {
                   "memory for precision sweeps' baseline halves kept for later candidates "
                   "against the same baseline runner (0: none)")
       ->capture_default_str();
+  AddSandboxFlags(cmd, &args->sandbox);
   cmd->add_option("--max_jobs", args->options.max_jobs, "exit after this many jobs (0: never)")
       ->capture_default_str();
   cmd->callback([args, exit_code] { *exit_code = RunNode(*args); });

@@ -237,18 +237,17 @@ absl::Status Demo::StartServices() {
   if (cpus_a == cpus_b) {
     out_ << "note: one CPU only, so both nodes share it; benchmarks will disturb each other\n";
   }
-  // One Bazel disk cache for both nodes: the second builds what the first
-  // already built from the cache.
-  const std::string shared = o_.cache_dir + "/bazel-shared";
-  fs::create_directories(shared, ec);
-  for (const auto& [name, cpus] : {std::pair{"node-a", cpus_a}, std::pair{"node-b", cpus_b}}) {
+  // Each node's arms run as users of their own (no two nodes share a
+  // sandbox user), so each node also keeps its own trusted build cache.
+  for (const auto& [name, cpus, uid] :
+       {std::tuple{"node-a", cpus_a, "59000"}, std::tuple{"node-b", cpus_b, "59100"}}) {
     const std::string ws = o_.cache_dir + "/nodes/" + name;
     fs::create_directories(ws, ec);
-    if (!fs::exists(ws + "/shared-cache")) fs::create_directory_symlink(shared, ws + "/shared-cache", ec);
     if (ec) return absl::InternalError(absl::StrFormat("cannot prepare %s: %s", ws, ec.message()));
     NodeSpec spec{name, cpus,
                   {o_.densegate_binary, "node", "--server", address_, "--token", tokens_.node,
-                   "--name", name, "--workspace", ws, "--host_lock", o_.cache_dir + "/host.lock"}};
+                   "--name", name, "--workspace", ws, "--host_lock", o_.cache_dir + "/host.lock",
+                   "--sandbox_uid", uid}};
     if (!cpus.empty()) {
       spec.argv.push_back("--cpus");
       spec.argv.push_back(absl::StrJoin(cpus, ","));

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -125,10 +127,30 @@ class Evaluation {
   absl::StatusOr<EvalOutcome> Run();
 
  private:
-  // Runs a shell command in an arm's worktree; its output goes to
-  // logs/<name>.{out,err}.
-  absl::StatusOr<ProcessResult> Shell(const std::string& command, const std::string& dir,
-                                      const std::string& name, int timeout_s);
+  // Runs a shell command in an arm's worktree and sandbox; its output goes
+  // to logs/<name>.{out,err}.
+  absl::StatusOr<ProcessResult> Shell(const std::string& command, bool candidate,
+                                      const std::string& name, int timeout_s,
+                                      Confinement confinement);
+  // An arm's sandbox. kBuild: the arm's shared one (builds and tests; its
+  // worktree, home and caches writable). kMeasure: a fresh one of the
+  // process's own that sees the arm's worktree and caches read-only, so a
+  // runner or benchmark can keep nothing (hidden inputs included) for later.
+  enum class Access { kBuild, kMeasure };
+  Confinement ArmSandbox(bool candidate, Access access) const;
+  // The users the arms run as, when the node can give them their files.
+  ArmUsers Users() const {
+    if (geteuid() != 0) return {};
+    return {options_.sandbox_uid, options_.sandbox_uid + 1 + options_.slot};
+  }
+  // Kills whatever the candidate still runs (its shared sandbox); the
+  // baseline's sandbox and Bazel server stay for the next evaluation.
+  void EndCandidateSandbox() {
+    if (!checkout_.candidate_dir.empty()) launcher_->EndSandbox(checkout_.candidate_dir);
+  }
+  const std::string& ArmDir(bool candidate) const {
+    return candidate ? checkout_.candidate_dir : checkout_.baseline_dir;
+  }
   std::string LogPath(const std::string& name) const { return log_dir_ + "/" + name; }
 
   absl::StatusOr<bool> Preflight();
@@ -202,13 +224,28 @@ class Evaluation {
   GateInput gate_input_;
 };
 
-absl::StatusOr<ProcessResult> Evaluation::Shell(const std::string& command,
-                                                const std::string& dir,
-                                                const std::string& name, int timeout_s) {
+Confinement Evaluation::ArmSandbox(bool candidate, Access access) const {
+  const ArmArea& area = candidate ? checkout_.candidate : checkout_.baseline;
+  Confinement c;
+  c.uid = candidate ? options_.sandbox_uid + 1 + options_.slot : options_.sandbox_uid;
+  c.gid = c.uid;
+  if (access == Access::kBuild) {
+    c.sandbox = ArmDir(candidate);
+    c.writable = area.writable;
+  } else {
+    c.read_only = area.writable;
+  }
+  return c;
+}
+
+absl::StatusOr<ProcessResult> Evaluation::Shell(const std::string& command, bool candidate,
+                                                const std::string& name, int timeout_s,
+                                                Confinement confinement) {
   ProcessSpec spec;
   spec.argv = {"/bin/sh", "-c", command};
-  spec.working_dir = dir;
-  spec.env["HOME"] = checkout_.home;
+  spec.working_dir = ArmDir(candidate);
+  spec.env["HOME"] = (candidate ? checkout_.candidate : checkout_.baseline).home;
+  spec.confinement = std::move(confinement);
   spec.stdout_path = LogPath(name + ".out");
   spec.stderr_path = LogPath(name + ".err");
   spec.wall_timeout = absl::Seconds(timeout_s > 0 ? timeout_s : 1800);
@@ -220,7 +257,7 @@ absl::StatusOr<ProcessResult> Evaluation::Shell(const std::string& command,
 absl::StatusOr<bool> Evaluation::Preflight() {
   StageRun run(v1::PREFLIGHT, listener_, &stages_);
   absl::StatusOr<Checkout> checkout =
-      Workspace(options_.workspace_root, options_.slot, &git_)
+      Workspace(options_.workspace_root, options_.slot, &git_, Users())
           .Prepare(request_.repo, request_.baseline_ref, request_.candidate_ref);
   if (!checkout.ok()) {
     run.End(v1::STAGE_ERROR, std::string(checkout.status().message()));
@@ -310,9 +347,8 @@ absl::StatusOr<bool> Evaluation::Build() {
       p.set_message("building " + arm);
       listener_->OnProgress(p);
     }
-    absl::StatusOr<ProcessResult> r =
-        Shell(build.command(), candidate ? checkout_.candidate_dir : checkout_.baseline_dir,
-              "build-" + arm, build.timeout_s());
+    absl::StatusOr<ProcessResult> r = Shell(build.command(), candidate, "build-" + arm,
+                                            build.timeout_s(), ArmSandbox(candidate, Access::kBuild));
     if (!r.ok()) return r.status();
     if (!r->ok()) {
       std::string tail = LastLines(ReadOutputFile(LogPath("build-" + arm + ".err")), 8);
@@ -337,7 +373,9 @@ absl::StatusOr<bool> Evaluation::Build() {
 std::vector<std::string> ResultFiles(const v1::CorrectnessSuite& suite, const std::string& dir) {
   std::string root = suite.results() == v1::BAZEL_TEST ? dir + "/bazel-testlogs"
                                                        : dir + "/" + suite.results_path();
-  std::string list = absl::StrFormat("find -L '%s' -name '*.xml' -type f 2>/dev/null > '%s.list'",
+  // -H: follow the named link (bazel-testlogs) only, never a link the
+  // candidate's tests left inside it.
+  std::string list = absl::StrFormat("find -H '%s' -name '*.xml' -type f 2>/dev/null > '%s.list'",
                                      root, root);
   std::vector<std::string> files;
   if (std::system(list.c_str()) != 0) return files;
@@ -352,6 +390,8 @@ KernelCheckSetup Evaluation::CheckSetup(bool candidate, const std::string& log_n
   setup.launcher = launcher_;
   setup.reference_dir = checkout_.baseline_dir;
   setup.subject_dir = candidate ? checkout_.candidate_dir : checkout_.baseline_dir;
+  setup.reference_confinement = ArmSandbox(false, Access::kMeasure);
+  setup.subject_confinement = ArmSandbox(candidate, Access::kMeasure);
   setup.log_prefix = LogPath(log_name);
   setup.cpus = options_.cpus;
   setup.salt = request_.seed;
@@ -415,6 +455,8 @@ absl::StatusOr<bool> Evaluation::Precision() {
     setup.launcher = launcher_;
     setup.baseline_dir = checkout_.baseline_dir;
     setup.candidate_dir = checkout_.candidate_dir;
+    setup.baseline_confinement = ArmSandbox(false, Access::kMeasure);
+    setup.candidate_confinement = ArmSandbox(true, Access::kMeasure);
     setup.log_prefix = LogPath("precision-" + suite.name());
     setup.cpus = options_.cpus;
     setup.salt = request_.seed;
@@ -470,8 +512,8 @@ absl::StatusOr<bool> Evaluation::Correctness() {
   static const google::protobuf::RepeatedPtrField<v1::CorrectnessSuite> kNone;
   for (const v1::CorrectnessSuite& suite : failed.empty() ? manifest_.correctness() : kNone) {
     std::string name = "correctness-" + suite.name();
-    absl::StatusOr<ProcessResult> r =
-        Shell(suite.command(), checkout_.candidate_dir, name, suite.timeout_s());
+    absl::StatusOr<ProcessResult> r = Shell(suite.command(), true, name, suite.timeout_s(),
+                                            ArmSandbox(true, Access::kBuild));
     if (!r.ok()) return r.status();
     bool cases_failed = false;
     if (suite.results() == v1::JUNIT_XML || suite.results() == v1::BAZEL_TEST) {
@@ -687,9 +729,8 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
               std::string command = b.command();
               if (b.kind() == v1::GOOGLE_BENCHMARK) command += " --benchmark_format=json";
               std::string name = absl::StrFormat("bench-%s-%s-%d", b.name(), arm, pairs);
-              absl::StatusOr<ProcessResult> r =
-                  Shell(command, candidate ? checkout_.candidate_dir : checkout_.baseline_dir, name,
-                        b.timeout_s());
+              absl::StatusOr<ProcessResult> r = Shell(command, candidate, name, b.timeout_s(),
+                                                      ArmSandbox(candidate, Access::kMeasure));
               if (!r.ok()) return r.status();
               std::string out = ReadOutputFile(LogPath(name + ".out"));
               auto fail = [&](v1::ReasonCode code, std::string message) {
@@ -1099,10 +1140,14 @@ std::string Evaluation::Traces() {
       const std::string command =
           absl::StrCat(b.command(), " ", absl::StrReplaceAll(b.trace_arg(), {{"{path}", path}}));
       const std::string name = absl::StrFormat("trace-%s-%s", b.name(), arm);
-      absl::StatusOr<ProcessResult> r =
-          Shell(command, candidate ? checkout_.candidate_dir : checkout_.baseline_dir, name,
-                b.timeout_s());
-      if (!r.ok() || !r->ok() || !std::filesystem::exists(path)) {
+      // The arm may write this one file, created for it beforehand.
+      Confinement confinement = ArmSandbox(candidate, Access::kMeasure);
+      std::filesystem::remove(path, ec);
+      std::ofstream(path).close();
+      if (geteuid() == 0) (void)!chown(path.c_str(), confinement.uid, confinement.gid);
+      confinement.writable.push_back(path);
+      absl::StatusOr<ProcessResult> r = Shell(command, candidate, name, b.timeout_s(), confinement);
+      if (!r.ok() || !r->ok() || std::filesystem::file_size(path, ec) == 0) {
         notes.push_back(absl::StrFormat("no %s trace of %s (see logs/%s.err)", arm, b.name(), name));
       }
     }
@@ -1121,6 +1166,7 @@ absl::StatusOr<EvalOutcome> Evaluation::Run() {
         absl::StrCat("cannot create the log directory ", log_dir_, ": ", ec.message()));
   }
   EvalOutcome outcome;
+  absl::Cleanup end_candidate = [this] { EndCandidateSandbox(); };
   using Step = absl::StatusOr<bool> (Evaluation::*)();
   bool ok = true;
   for (Step step : {&Evaluation::Preflight, &Evaluation::Build, &Evaluation::Correctness,
@@ -1161,6 +1207,8 @@ absl::StatusOr<EvalOutcome> Evaluation::Run() {
     }
   }
   if (checkout_.baseline_dir.size()) {
+    // Nothing the candidate started may outlive it or see the reset.
+    EndCandidateSandbox();
     (void)Workspace(options_.workspace_root, options_.slot, &git_).Clean(checkout_);
   }
   outcome.samples = samples_;
@@ -1189,6 +1237,7 @@ absl::StatusOr<EvalOutcome> Evaluation::Run() {
   context.node_id = options_.node_id;
   context.node_fingerprint = options_.node_fingerprint;
   context.software_version = options_.software_version;
+  context.isolation = options_.isolation;
   for (const v1::Sample& s : samples_) context.sample_ids.push_back(s.id());
   context.stages = stages_;
   context.benchmark_inputs = benchmark_inputs_;

@@ -5,7 +5,11 @@
 //   1. preflight: check out both commits (Workspace), read the manifest from
 //      the BASELINE commit, validate it against the baseline tree, and
 //      reject a candidate that changes a protected path (unless overridden);
-//   2. build both arms with the manifest's command (sandboxed, same flags);
+//   2. build both arms with the manifest's command (same flags), each arm
+//      in its own sandbox (harness/process/launcher.h): builds and tests of
+//      an arm share one sandbox that lives as long as its Bazel server may
+//      (the candidate's ends with the evaluation), and every runner and
+//      benchmark repetition gets a fresh one that sees its arm read-only;
 //      a failing candidate build rejects, a failing baseline build is an
 //      infrastructure error;
 //   3. correctness: the manifest's kernel checks (harness/runner: the
@@ -96,6 +100,13 @@ struct EvaluatorOptions {
   std::string software_version;
   // CPUs the measured processes are pinned to; empty: any.
   std::vector<int> cpus;
+  // Host users the arms' sandboxes run as (never the node's): every
+  // baseline arm as `sandbox_uid` (they share the node's trusted build
+  // cache), the candidate arm of slot s as sandbox_uid + 1 + s. Nodes that
+  // share a machine need ranges that do not overlap.
+  uint32_t sandbox_uid = 59000;
+  // How the launcher isolates arms, for the verdict's provenance.
+  std::string isolation = "bubblewrap";
   // Free space the workspace's filesystem must keep. Below it, before a
   // stage or after one failed (or when a failed stage's log reports ENOSPC),
   // the evaluation ends as an infrastructure error, not a verdict.

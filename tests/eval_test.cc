@@ -9,6 +9,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -121,8 +122,15 @@ class EvalTest : public ::testing::Test {
     return s;
   }
 
-  std::unique_ptr<ProcessLauncher> launcher_ =
-      NewSandboxLauncher(SandboxOptions{.scratch_root = Tmp()});
+  // The real sandbox; outside CI, on a machine where it cannot run (not
+  // root), the tests of everything else run unsandboxed and the red-team
+  // tests skip.
+  static bool Sandboxed() {
+    static const bool ok = CheckSandbox(SandboxOptions{}).ok();
+    return ok || std::getenv("CI") != nullptr;
+  }
+  std::unique_ptr<ProcessLauncher> launcher_ = NewSandboxLauncher(
+      SandboxOptions{.scratch_root = Tmp(), .unsafe_no_sandbox = !Sandboxed()});
   Recorder recorder_;
   std::string name_, repo_;
   // EvalRequest::metric_scope and prior of every Eval().
@@ -645,6 +653,7 @@ TEST_F(EvalTest, CandidateThatDetectsTheBenchmarkIsGaming) {
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -808,4 +817,113 @@ TEST_F(EvalTest, UnknownRefAndMissingOrInvalidManifestAreInputErrors) {
 }
 
 }  // namespace
+// --- Hostile candidates: each runs its trick from its build rules, as a
+// genrule would, and must change nothing outside its own arm. ---
+
+#define REQUIRE_SANDBOX()                                                        \
+  do {                                                                           \
+    if (!Sandboxed()) GTEST_SKIP() << CheckSandbox(SandboxOptions{});            \
+  } while (0)
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The candidate's build reaches for the baseline's worktree and binary, the
+// slot around it, the node's token (its file, every process's environment
+// and command line), the host's network namespace and the node's processes,
+// then builds as usual. None of it may work: the baseline is measured as
+// built, so the unchanged candidate gains nothing.
+TEST_F(EvalTest, CandidateBuildCannotReachTheBaselineTheNodeOrItsToken) {
+  REQUIRE_SANDBOX();
+  const std::string secret = "token-" + name_;
+  setenv("DENSEGATE_TOKEN", secret.c_str(), 1);
+  const std::string ws = Tmp() + "/ws-" + name_;
+  Sh("mkdir -p " + ws + " && echo " + secret + " > " + ws + "/node-token");
+  Write("build.sh", absl::StrFormat(R"sh(#!/bin/sh
+# The baseline was built first: slow its binary down, or replace its source.
+printf '#!/bin/sh\nsleep 1\n' > ../baseline/bench 2>/dev/null && echo TRICK-baseline-binary
+echo 'int x;' >> ../baseline/bench.cc 2>/dev/null && echo TRICK-baseline-source
+echo x > ../escaped 2>/dev/null; echo x > %s/escaped 2>/dev/null && echo TRICK-workspace
+cat %s/node-token 2>/dev/null && echo TRICK-token-file
+cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n' | grep 'toke[n]-%s' && echo TRICK-token-proc
+nsenter -t 1 -n true 2>/dev/null && echo TRICK-nsenter
+set -e
+g++ -O2 -std=c++17 -o bench bench.cc -lbenchmark -lpthread
+g++ -O2 -std=c++17 -o check check.cc
+)sh",
+                                         ws, ws, name_));
+  Commit("reach outside the arm");
+  EvalOutcome o = Eval(v1::GAIN);
+  unsetenv("DENSEGATE_TOKEN");
+  const std::string log = Slurp(Tmp() + "/out-" + name_ + "/logs/build-candidate.out");
+  EXPECT_THAT(log, Not(HasSubstr("TRICK"))) << log;
+  EXPECT_THAT(log, Not(HasSubstr(secret)));
+  EXPECT_NE(o.verdict.decision(), v1::ACCEPT) << Reasons(o.verdict);
+  EXPECT_EQ(access((ws + "/escaped").c_str(), F_OK), -1);
+  bool escaped = false;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(ws)) {
+    escaped |= e.path().filename() == "escaped";
+  }
+  EXPECT_FALSE(escaped) << "a file written outside the candidate's arm reached the host";
+  EXPECT_EQ(o.verdict.provenance().isolation(), "bubblewrap");
+}
+
+// A candidate's build writes a cache entry where the baseline's build
+// cache lives for it; the baseline's (the node's trusted cache) never sees it.
+TEST_F(EvalTest, CandidateCannotWriteTheBaselinesBuildCache) {
+  REQUIRE_SANDBOX();
+  Write("build.sh", R"sh(#!/bin/sh
+set -e
+mkdir -p "$HOME/.cache/densegate/cas"
+echo forged > "$HOME/.cache/densegate/cas/forged-entry"
+g++ -O2 -std=c++17 -o bench bench.cc -lbenchmark -lpthread
+g++ -O2 -std=c++17 -o check check.cc
+)sh");
+  Commit("forge a cache entry");
+  Eval(v1::NO_REGRESSION);
+  const std::string ws = Tmp() + "/ws-" + name_;
+  bool in_trusted = false, in_own = false;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(
+           ws, std::filesystem::directory_options::follow_directory_symlink)) {
+    if (e.path().filename() != "forged-entry") continue;
+    // Reached through the home's .cache link too: where it really is.
+    const std::string path = std::filesystem::canonical(e.path()).string();
+    if (path.find("/cache-candidate/") != std::string::npos) {
+      in_own = true;
+    } else {
+      in_trusted = true;
+      ADD_FAILURE() << "forged entry outside the candidate's cache: " << path;
+    }
+  }
+  EXPECT_TRUE(in_own) << "the candidate's own cache keeps what it wrote";
+  EXPECT_FALSE(in_trusted);
+}
+
+// What a candidate leaves in its HOME or /tmp is gone for the next one.
+TEST_F(EvalTest, NothingACandidateWritesReachesTheNextEvaluation) {
+  REQUIRE_SANDBOX();
+  auto with_build_prefix = [&](const std::string& lines) {
+    Write("build.sh", "#!/bin/sh\n" + lines + R"sh(
+set -e
+g++ -O2 -std=c++17 -o bench bench.cc -lbenchmark -lpthread
+g++ -O2 -std=c++17 -o check check.cc
+)sh");
+  };
+  with_build_prefix("echo kept > \"$HOME/note\"; echo kept > /tmp/note; echo kept > ../note");
+  Commit("leave notes");
+  Eval(v1::NO_REGRESSION);
+  with_build_prefix(
+      "cat \"$HOME/note\" /tmp/note ../note 2>/dev/null | sed 's/^/SEEN-/'; "
+      "ls \"$HOME\" | sed 's/^/HOME-HAS-/'");
+  Commit("read notes");
+  Eval(v1::NO_REGRESSION);
+  const std::string log = Slurp(Tmp() + "/out-" + name_ + "/logs/build-candidate.out");
+  EXPECT_THAT(log, Not(HasSubstr("SEEN-"))) << log;
+  EXPECT_THAT(log, Not(HasSubstr("HOME-HAS-"))) << log;
+}
+
 }  // namespace densegate::harness

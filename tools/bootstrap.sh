@@ -12,6 +12,7 @@ packages=(
   libabsl-dev libpqxx-dev libpq-dev libsqlite3-dev
   libbenchmark-dev libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev
   libpugixml-dev libssl-dev
+  bubblewrap libseccomp-dev
 )
 if [[ "${1:-}" == "--test" ]]; then
   # PostgreSQL for the store tests; gRPC for Python for the cross-language

@@ -177,5 +177,263 @@ TEST_F(LauncherTest, StartTalksOverPipes) {
   EXPECT_EQ(r.exit_code, 0) << r.Describe();
 }
 
+// --- The bubblewrap sandbox (ProcessSpec::confinement). ---
+
+// Skips where a sandbox cannot be had (not root, no bubblewrap) unless under
+// CI, where that is a failure.
+#define REQUIRE_SANDBOX()                                                         \
+  do {                                                                            \
+    absl::Status available = CheckSandbox(SandboxOptions{});                      \
+    if (!available.ok()) {                                                        \
+      if (std::getenv("CI") != nullptr) FAIL() << available;                      \
+      GTEST_SKIP() << available;                                                  \
+    }                                                                             \
+  } while (0)
+
+constexpr uint32_t kUid = 59031;
+
+std::string MakeDir(const std::string& name) {
+  std::string dir = Tmp() + "/" + name;
+  std::string cmd = "rm -rf " + dir + " && mkdir -p " + dir + " && chown " +
+                    std::to_string(kUid) + " " + dir;
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  return dir;
+}
+
+ProcessSpec Confined(const std::string& script, Confinement c = {}) {
+  ProcessSpec spec = Shell(script);
+  c.uid = c.uid == 0 ? kUid : c.uid;
+  c.gid = c.gid == 0 ? kUid : c.gid;
+  spec.confinement = c;
+  return spec;
+}
+
+TEST_F(LauncherTest, ConfinedProcessRunsAsItsOwnUserWithNothingToEscalate) {
+  REQUIRE_SANDBOX();
+  auto r = launcher_->Run(Confined(
+      "id -u; id -g; grep -E '^(CapEff|CapPrm|NoNewPrivs|Seccomp):' /proc/self/status; "
+      "hostname; ls /proc/self/fd"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->ok()) << r->Describe() << Slurp(Tmp() + "/err.txt");
+  EXPECT_TRUE(r->sandboxed);
+  std::string out = Slurp(Tmp() + "/out.txt");
+  EXPECT_THAT(out, HasSubstr(absl::StrCat(kUid, "\n", kUid, "\n")));
+  EXPECT_THAT(out, HasSubstr("CapEff:\t0000000000000000"));
+  EXPECT_THAT(out, HasSubstr("CapPrm:\t0000000000000000"));
+  EXPECT_THAT(out, HasSubstr("NoNewPrivs:\t1"));
+  EXPECT_THAT(out, HasSubstr("Seccomp:\t2"));
+  EXPECT_THAT(out, HasSubstr("densegate-sandbox"));
+  // No descriptor of the launcher's (bind sources, namespaces, the seccomp
+  // program, the ready pipe) reaches the command: only stdio and ls's own.
+  std::string fds = out.substr(out.find("densegate-sandbox\n") + 18);
+  EXPECT_EQ(fds, "0\n1\n2\n3\n") << fds;
+}
+
+TEST_F(LauncherTest, ConfinedProcessSeesOnlyWhatItIsGiven) {
+  REQUIRE_SANDBOX();
+  const std::string writable = MakeDir("writable");
+  const std::string read_only = MakeDir("read_only");
+  const std::string hidden = MakeDir("hidden");
+  ASSERT_EQ(std::system(("echo secret > " + hidden + "/token").c_str()), 0);
+  ASSERT_EQ(std::system(("echo data > " + read_only + "/data").c_str()), 0);
+  Confinement c;
+  c.writable = {writable};
+  c.read_only = {read_only};
+  auto r = launcher_->Run(Confined(
+      absl::StrCat("echo ok > ", writable, "/out && echo wrote; ",
+                   "cat ", read_only, "/data; ",
+                   "echo x > ", read_only, "/data 2>/dev/null || echo read-only-refused; ",
+                   "test -e ", hidden, "/token || echo hidden-invisible; ",
+                   "touch /usr/evil 2>/dev/null || echo system-read-only; ",
+                   "test -e /work || echo no-work; ",
+                   "ls /proc | grep -c '^[0-9]'"),
+      c));
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::string out = Slurp(Tmp() + "/out.txt");
+  EXPECT_THAT(out, HasSubstr("wrote\ndata\nread-only-refused\nhidden-invisible\n"
+                             "system-read-only\nno-work\n"));
+  // Its own PID namespace: bwrap's init, the shell, ls and grep at most.
+  EXPECT_LE(std::stoi(out.substr(out.rfind("no-work\n") + 8)), 4) << out;
+  EXPECT_EQ(Slurp(writable + "/out"), "ok\n");
+  EXPECT_EQ(Slurp(read_only + "/data"), "data\n");
+}
+
+TEST_F(LauncherTest, SeccompRefusesWhatWouldReachPastTheSandbox) {
+  REQUIRE_SANDBOX();
+  std::string probe = Tmp() + "/sandbox_probe";
+  ASSERT_EQ(std::system(("cp harness/process/sandbox_probe " + probe).c_str()), 0);
+  auto r = launcher_->Run(Confined(probe, Confinement{.read_only = {probe}}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->ok()) << r->Describe() << Slurp(Tmp() + "/err.txt");
+  std::string out = Slurp(Tmp() + "/out.txt");
+  for (const char* call : {"ptrace", "setns", "unshare", "unshare_user", "clone_newnet",
+                           "mount", "kexec_load", "bpf", "perf_event_open"}) {
+    EXPECT_THAT(out, HasSubstr(absl::StrCat(call, "=refused\n"))) << out;
+  }
+  EXPECT_THAT(out, HasSubstr("fork=allowed\n"));
+}
+
+// Starts `sleep <tag>` in a session of its own (as Bazel's server daemonizes)
+// and returns once it has left the command's process group, which the
+// launcher kills when the command ends.
+std::string Daemon(const std::string& tag) {
+  return absl::StrCat("setsid sleep ", tag, " </dev/null >/dev/null 2>&1 & p=$!; ",
+                      "while [ \"$(cut -d' ' -f6 /proc/$p/stat)\" != \"$p\" ]; do :; done; echo up");
+}
+
+TEST_F(LauncherTest, SharedSandboxKeepsItsDaemonsUntilEnded) {
+  REQUIRE_SANDBOX();
+  Confinement shared{.sandbox = "arm"};
+  const char* kCount = "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c 'sleep 424[2]'";
+  auto first = launcher_->Run(Confined(Daemon("4242"), shared));
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = launcher_->Run(Confined(
+      absl::StrCat("id -u; grep CapEff /proc/self/status; ", kCount), shared));
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), absl::StrCat(kUid, "\nCapEff:\t0000000000000000\n1\n"))
+      << "the next command of the arm sees its daemon, as the same user";
+  // Another sandbox sees nothing of it, and ending the arm kills it.
+  auto other = launcher_->Run(Confined(kCount, Confinement{.sandbox = "other", .uid = kUid + 1,
+                                                           .gid = kUid + 1}));
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "0\n");
+  launcher_->EndSandbox("arm");
+  auto after = launcher_->Run(Confined(kCount, shared));
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "0\n");
+  // Nothing of it is left on the host either.
+  auto host = launcher_->Run(Shell(std::string(kCount) + "; true"));
+  ASSERT_TRUE(host.ok());
+  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "0\n");
+}
+
+TEST_F(LauncherTest, OwnSandboxTakesItsDaemonsWithIt) {
+  REQUIRE_SANDBOX();
+  auto r = launcher_->Run(Confined(Daemon("4343")));
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto host = launcher_->Run(
+      Shell("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c 'sleep 434[3]'; true"));
+  ASSERT_TRUE(host.ok());
+  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "0\n");
+}
+
+TEST_F(LauncherTest, SharedSandboxCommandsShareANetworkOthersDoNot) {
+  REQUIRE_SANDBOX();
+  auto net = [&](Confinement c) -> std::string {
+    auto r = launcher_->Run(Confined("readlink /proc/self/ns/net; cat /proc/net/dev | wc -l", c));
+    if (!r.ok()) return std::string(r.status().message());
+    return r->network_isolated ? Slurp(Tmp() + "/out.txt") : "not isolated " + r->Describe();
+  };
+  std::string a1 = net({.sandbox = "a"}), a2 = net({.sandbox = "a"});
+  std::string b = net({.sandbox = "b", .uid = kUid + 1, .gid = kUid + 1});
+  std::string own = net({});
+  EXPECT_THAT(a1, HasSubstr("net:["));
+  EXPECT_THAT(a1, HasSubstr("\n3\n")) << "loopback only";
+  EXPECT_THAT(own, HasSubstr("\n3\n")) << "loopback only";
+  EXPECT_EQ(a1, a2);
+  EXPECT_NE(a1, b);
+  EXPECT_NE(a1, own);
+}
+
+TEST_F(LauncherTest, PrivateTmpIsFreshAndBounded) {
+  REQUIRE_SANDBOX();
+  Confinement small{.tmp_bytes = 1 << 20};
+  auto fill = launcher_->Run(Confined(
+      "echo $TMPDIR; echo left > /tmp/left; head -c 3000000 /dev/zero > /tmp/big || echo full",
+      small));
+  ASSERT_TRUE(fill.ok()) << fill.status();
+  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "/tmp\nfull\n");
+  auto next = launcher_->Run(Confined("test -e /tmp/left && echo seen || echo fresh", small));
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "fresh\n");
+}
+
+TEST_F(LauncherTest, ForkBombStopsAtTheProcessLimit) {
+  REQUIRE_SANDBOX();
+  // Bounded: 200 sleepers at most; the shell notes each one started (a
+  // builtin redirection, no fork) until fork fails and it gives up.
+  const uint32_t uid = kUid + 7;
+  const std::string dir = Tmp() + "/bomb";
+  ASSERT_EQ(std::system(absl::StrCat("rm -rf ", dir, " && mkdir ", dir, " && chown ", uid, " ",
+                                     dir).c_str()), 0);
+  auto r = launcher_->Run(Confined(
+      absl::StrCat("for i in $(seq 200); do sleep 30 & echo $i > ", dir, "/started; done"),
+      Confinement{.uid = uid, .gid = uid, .writable = {dir}, .max_processes = 40}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->ok());
+  EXPECT_THAT(Slurp(Tmp() + "/err.txt"), HasSubstr("fork"));
+  const std::string started = Slurp(dir + "/started");
+  ASSERT_FALSE(started.empty());
+  EXPECT_LT(std::stoi(started), 40) << started;
+  // The launcher goes on.
+  auto after = launcher_->Run(Confined("echo alive"));
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "alive\n");
+}
+
+TEST_F(LauncherTest, TimeoutKillsAConfinedCommandAndItsChildren) {
+  REQUIRE_SANDBOX();
+  ProcessSpec spec = Confined("sleep 4444 & sleep 4445");
+  spec.wall_timeout = absl::Milliseconds(500);
+  auto r = launcher_->Run(spec);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->timed_out);
+  auto host = launcher_->Run(
+      Shell("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c 'sleep 444[4-5]'; true"));
+  ASSERT_TRUE(host.ok());
+  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "0\n");
+}
+
+TEST_F(LauncherTest, CpuSecondsCountsTheConfinedCommand) {
+  REQUIRE_SANDBOX();
+  ProcessSpec spec = Confined("");
+  spec.argv = {"/bin/sh", "-c", "while :; do :; done"};
+  auto p = launcher_->Start(spec);
+  ASSERT_TRUE(p.ok()) << p.status();
+  double cpu = 0;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(20); cpu < 0.2 && absl::Now() < deadline;) {
+    auto c = (*p)->CpuSeconds();
+    ASSERT_TRUE(c.ok()) << c.status();
+    cpu = *c;
+  }
+  EXPECT_GE(cpu, 0.2);
+  (*p)->Finish(absl::ZeroDuration());
+}
+
+TEST_F(LauncherTest, SandboxFailuresAreErrorsNeverAFallback) {
+  REQUIRE_SANDBOX();
+  // The node's own user (root): refused before anything runs.
+  ProcessSpec root_spec = Shell("true");
+  root_spec.confinement = Confinement{};
+  auto refused = launcher_->Run(root_spec);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("user of its own"));
+  // A path that is not there: the sandbox cannot be set up.
+  auto missing = launcher_->Run(
+      Confined("true", Confinement{.read_only = {Tmp() + "/no-such-dir"}}));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("no-such-dir"));
+  // A working directory the sandbox does not contain: bwrap gives up.
+  ProcessSpec outside = Confined("true");
+  outside.working_dir = Tmp();
+  auto unset = launcher_->Run(outside);
+  ASSERT_FALSE(unset.ok());
+  EXPECT_THAT(std::string(unset.status().message()), HasSubstr("cannot set up the sandbox"));
+  // bubblewrap missing.
+  SandboxOptions no_bwrap{.scratch_root = Tmp(), .bwrap = "/nonexistent/bwrap"};
+  EXPECT_THAT(std::string(CheckSandbox(no_bwrap).message()), HasSubstr("bubblewrap"));
+  auto r = NewSandboxLauncher(no_bwrap)->Run(Confined("true"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("/nonexistent/bwrap"));
+}
+
+TEST_F(LauncherTest, UnsafeNoSandboxRunsUnconfinedAndSaysSo) {
+  auto launcher = NewSandboxLauncher(SandboxOptions{.scratch_root = Tmp(), .unsafe_no_sandbox = true});
+  auto r = launcher->Run(Confined("id -u"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->sandboxed);
+  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), absl::StrCat(getuid(), "\n"));
+}
+
 }  // namespace
 }  // namespace densegate::harness

@@ -1,7 +1,23 @@
-// SandboxLauncher: fork + exec with a process group, rlimits, a private
-// temporary directory, an allow-listed environment and, where permitted, the
-// launcher's network namespace, whose only interface is loopback.
+// SandboxLauncher: fork + exec with a process group, rlimits and an
+// allow-listed environment. A confined command is exec'd as bubblewrap
+// (bwrap) under the arm's own user, which builds its sandbox and then runs
+// the command; an unconfined one (the node's git) gets the launcher's network
+// namespace, whose only interface is loopback, and a private temporary
+// directory.
+//
+// How a shared sandbox (Confinement::sandbox) persists: a "holder" bwrap
+// creates the user and PID namespaces and sleeps in them; each command's
+// bwrap joins them (--userns/--userns2/--pidns) and the sandbox's network
+// namespace, and mounts its own view. Daemons a command leaves behind are
+// reparented to the holder's PID 1; killing the holder ends the namespace and
+// everything in it.
 #include <fcntl.h>
+#include <grp.h>
+#include <linux/close_range.h>
+#include <linux/nsfs.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
@@ -22,11 +38,18 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <climits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "harness/process/launcher.h"
+#include "harness/process/seccomp_filter.h"
 
 extern char** environ;
 
@@ -40,7 +63,13 @@ struct ChildReport {
   int error = 0;
   int network_isolated = 0;
 };
-enum ChildStep { kNone = 0, kChdir, kStdout, kStderr, kExec, kFds };
+enum ChildStep { kNone = 0, kChdir, kStdout, kStderr, kExec, kFds, kNetwork, kUser, kBind };
+
+// Inside a sandbox, the trusted /bin/sh writes one byte to this descriptor
+// just before it becomes the command: the proof that bwrap set the sandbox
+// up. (A single digit: dash redirects only those; inherit_fds must not use
+// it.)
+constexpr int kReadyFd = 9;
 
 int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
@@ -98,6 +127,7 @@ int NewNetworkNamespace() {
 }
 
 std::string RemoveTree(const std::string& dir) {
+  if (dir.empty()) return "";
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   return ec ? dir : "";
@@ -107,10 +137,10 @@ class ChildProcess : public RunningProcess {
  public:
   ChildProcess(pid_t pid, int pidfd, int stdin_fd, int stdout_fd,
                absl::Time start, std::string scratch, bool network_isolated,
-               absl::Duration timeout)
+               absl::Duration timeout, bool sandboxed)
       : pid_(pid), pidfd_(pidfd), stdin_fd_(stdin_fd), stdout_fd_(stdout_fd),
         start_(start), scratch_(std::move(scratch)),
-        network_isolated_(network_isolated), timeout_(timeout) {}
+        network_isolated_(network_isolated), sandboxed_(sandboxed), timeout_(timeout) {}
   ~ChildProcess() override {
     if (!finished_) Finish(absl::ZeroDuration());
   }
@@ -119,19 +149,29 @@ class ChildProcess : public RunningProcess {
   int stdin_fd() const override { return stdin_fd_; }
   int stdout_fd() const override { return stdout_fd_; }
 
+  // Every process of the group: a sandboxed command runs below bwrap, and
+  // work handed to a forked helper counts too.
   absl::StatusOr<double> CpuSeconds() const override {
-    std::ifstream in(absl::StrCat("/proc/", pid_, "/stat"));
-    std::string text((std::istreambuf_iterator<char>(in)), {});
-    // Fields after the parenthesized command name; utime and stime are the
-    // 14th and 15th fields of the line.
-    size_t close = text.rfind(')');
-    if (close == std::string::npos) {
-      return absl::NotFoundError(absl::StrFormat("process %d is gone", pid_));
+    double ticks = 0;
+    bool found = false;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+      const std::string name = entry.path().filename();
+      if (name.empty() || name[0] < '0' || name[0] > '9') continue;
+      std::ifstream in(entry.path() / "stat");
+      std::string text((std::istreambuf_iterator<char>(in)), {});
+      // Fields after the parenthesized command name: state is the 3rd
+      // field of the line, pgrp the 5th, utime and stime the 14th and 15th.
+      size_t close = text.rfind(')');
+      if (close == std::string::npos || close + 2 >= text.size()) continue;
+      std::vector<std::string> fields =
+          absl::StrSplit(text.substr(close + 2), ' ', absl::SkipEmpty());
+      int pgrp = 0;
+      if (fields.size() < 13 || !absl::SimpleAtoi(fields[2], &pgrp) || pgrp != pid_) continue;
+      found = true;
+      ticks += std::stod(fields[11]) + std::stod(fields[12]);
     }
-    std::vector<std::string> fields =
-        absl::StrSplit(text.substr(close + 2), ' ', absl::SkipEmpty());
-    if (fields.size() < 13) return absl::InternalError("short /proc stat");
-    double ticks = std::stod(fields[11]) + std::stod(fields[12]);
+    if (!found) return absl::NotFoundError(absl::StrFormat("process %d is gone", pid_));
     return ticks / sysconf(_SC_CLK_TCK);
   }
 
@@ -140,6 +180,7 @@ class ChildProcess : public RunningProcess {
   ProcessResult WaitAndReap(absl::Duration wait) {
     ProcessResult result;
     result.network_isolated = network_isolated_;
+    result.sandboxed = sandboxed_;
     pollfd p{pidfd_, POLLIN, 0};
     int timeout_ms = wait == absl::InfiniteDuration()
                          ? -1
@@ -193,8 +234,128 @@ class ChildProcess : public RunningProcess {
   absl::Time start_;
   std::string scratch_;
   bool network_isolated_;
+  bool sandboxed_;
   absl::Duration timeout_;
   bool finished_ = false;
+};
+
+// The system directories a sandbox sees read-only, at their own paths (a
+// top-level symlink such as Debian's /bin -> usr/bin is recreated as one).
+constexpr const char* kSystemPaths[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32",
+                                        "/lib64", "/libx32", "/etc", "/sys"};
+
+std::vector<std::string> SystemViewArgs() {
+  std::vector<std::string> args;
+  for (const char* path : kSystemPaths) {
+    struct stat st;
+    if (lstat(path, &st) != 0) continue;
+    if (S_ISLNK(st.st_mode)) {
+      char target[PATH_MAX];
+      ssize_t n = readlink(path, target, sizeof(target) - 1);
+      if (n <= 0) continue;
+      args.insert(args.end(), {"--symlink", std::string(target, n), path});
+    } else {
+      args.insert(args.end(), {"--ro-bind", path, path});
+    }
+  }
+  args.insert(args.end(), {"--proc", "/proc", "--dev", "/dev"});
+  return args;
+}
+
+// Reads bwrap's --info-fd JSON up to its end and returns "child-pid".
+absl::StatusOr<pid_t> ReadChildPid(int fd, absl::Duration timeout) {
+  std::string text;
+  const absl::Time deadline = absl::Now() + timeout;
+  while (text.find('}') == std::string::npos) {
+    pollfd p{fd, POLLIN, 0};
+    int left = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+    if (left <= 0) return absl::DeadlineExceededError("bwrap reported no sandbox in time");
+    int r = poll(&p, 1, left);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    char buf[512];
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buf, n);
+  }
+  size_t key = text.find("\"child-pid\":");
+  int pid = 0;
+  if (key == std::string::npos) {
+    return absl::UnavailableError("bwrap exited before its sandbox was set up");
+  }
+  std::string rest = text.substr(key + 12);
+  rest = rest.substr(0, rest.find_first_of(",}"));
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(rest), &pid)) {
+    return absl::InternalError("unreadable bwrap info: " + text);
+  }
+  return pid;
+}
+
+void CloseFd(int& fd) {
+  if (fd >= 0) close(fd);
+  fd = -1;
+}
+
+// A shared sandbox's namespaces, held by its holder process.
+struct SharedSandbox {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  pid_t holder = -1;  // The holder's outer bwrap, our child.
+  int holder_pidfd = -1;
+  int init_pidfd = -1;    // PID 1 of its PID namespace.
+  int outer_userns = -1;  // Owns the PID namespace: commands set up in it,
+  int inner_userns = -1;  // then run in this one, without capabilities.
+  int pidns = -1;
+  int netns = -1;
+
+  bool Alive() const {
+    pollfd p{holder_pidfd, POLLIN, 0};
+    return holder_pidfd >= 0 && poll(&p, 1, 0) == 0;
+  }
+  // Kills the holder and waits until every process of the namespace is gone.
+  void End() {
+    if (holder > 0) {
+      kill(holder, SIGKILL);
+      while (waitpid(holder, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+    if (init_pidfd >= 0) {
+      // PID 1 exits only once the kernel has killed and reaped the rest.
+      pollfd p{init_pidfd, POLLIN, 0};
+      while (poll(&p, 1, 30000) < 0 && errno == EINTR) {
+      }
+    }
+    holder = -1;
+    for (int* fd : {&holder_pidfd, &init_pidfd, &outer_userns, &inner_userns, &pidns, &netns}) {
+      CloseFd(*fd);
+    }
+  }
+};
+
+// What a confined command's child needs, prepared before fork.
+struct PreparedSandbox {
+  std::vector<std::string> args;  // bwrap's arguments, up to "--".
+  // (child fd, parent fd) pairs: bind sources, namespaces, seccomp program.
+  std::vector<std::pair<int, int>> fds;
+  int netns = -1;  // Entered before bwrap runs; -1: bwrap makes its own.
+  int seccomp_fd = -1;
+  int ready[2] = {-1, -1};
+  int ready_high = -1;     // Where the child first places ready[1].
+  std::vector<int> owned;  // Closed by the parent after fork.
+  // bwrap runs as the arm's user, which may not reach a path to bind (a
+  // node's workspace under /root): the child, still root, binds each path
+  // onto staging/<i> in a mount namespace of its own, and bwrap binds from
+  // there. On the host the staging entries stay empty.
+  std::string staging;
+  std::vector<std::pair<std::string, std::string>> stage;  // (path, staging/<i>)
+
+  ~PreparedSandbox() {
+    if (!staging.empty()) RemoveTree(staging);
+    for (int fd : owned) close(fd);
+    if (ready[0] >= 0) close(ready[0]);
+    if (ready[1] >= 0) close(ready[1]);
+  }
 };
 
 class SandboxLauncher : public ProcessLauncher {
@@ -202,6 +363,8 @@ class SandboxLauncher : public ProcessLauncher {
   explicit SandboxLauncher(SandboxOptions options) : options_(std::move(options)) {}
   ~SandboxLauncher() override {
     if (network_namespace_ >= 0) close(network_namespace_);
+    absl::MutexLock lock(&mu_);
+    for (auto& [name, sandbox] : shared_) sandbox.End();
   }
 
   absl::StatusOr<ProcessResult> Run(const ProcessSpec& spec) override {
@@ -216,7 +379,19 @@ class SandboxLauncher : public ProcessLauncher {
     return std::unique_ptr<RunningProcess>(std::move(*child));
   }
 
+  void EndSandbox(const std::string& name) override {
+    absl::MutexLock lock(&mu_);
+    auto it = shared_.find(name);
+    if (it == shared_.end()) return;
+    it->second.End();
+    shared_.erase(it);
+  }
+
  private:
+  bool Confined(const ProcessSpec& spec) const {
+    return spec.confinement.has_value() && !options_.unsafe_no_sandbox;
+  }
+
   // Environment for the child: base, pass-through, then the spec's own.
   std::vector<std::string> Environment(const ProcessSpec& spec,
                                        const std::string& scratch) const {
@@ -231,31 +406,279 @@ class SandboxLauncher : public ProcessLauncher {
     return out;
   }
 
+  absl::StatusOr<std::string> SeccompProgram() {
+    absl::MutexLock lock(&mu_);
+    if (seccomp_program_.empty()) {
+      absl::StatusOr<std::string> program = SandboxSeccompProgram();
+      if (!program.ok()) return program.status();
+      seccomp_program_ = *program;
+    }
+    return seccomp_program_;
+  }
+
+  // Starts the holder of a shared sandbox. Called with mu_ held.
+  absl::StatusOr<SharedSandbox> NewSharedSandbox(const Confinement& c) {
+    SharedSandbox box;
+    box.uid = c.uid;
+    box.gid = c.gid;
+    box.netns = NewNetworkNamespace();
+    if (box.netns < 0) {
+      return absl::FailedPreconditionError(
+          "cannot create a network namespace for the sandbox (the node must run as root)");
+    }
+    int info[2];
+    if (pipe2(info, O_CLOEXEC) != 0) {
+      box.End();
+      return absl::UnavailableError(absl::StrCat("pipe: ", std::strerror(errno)));
+    }
+    std::vector<std::string> args = {options_.bwrap,  "--unshare-user", "--uid",
+                                     absl::StrCat(c.uid), "--gid", absl::StrCat(c.gid),
+                                     "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+                                     "--unshare-cgroup-try", "--disable-userns",
+                                     "--die-with-parent", "--info-fd", "3"};
+    for (std::string& a : SystemViewArgs()) args.push_back(std::move(a));
+    args.insert(args.end(), {"--", "/usr/bin/sleep", "infinity"});
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    char* envp[] = {nullptr};
+    const rlimit nproc{static_cast<rlim_t>(c.max_processes), static_cast<rlim_t>(c.max_processes)};
+    pid_t pid = fork();
+    if (pid < 0) {
+      close(info[0]);
+      close(info[1]);
+      box.End();
+      return absl::UnavailableError(absl::StrCat("fork: ", std::strerror(errno)));
+    }
+    if (pid == 0) {
+      setpgid(0, 0);
+      int devnull = open("/dev/null", O_RDWR);
+      dup2(devnull, 0);
+      dup2(devnull, 1);
+      dup2(info[1], 3);
+      if (c.max_processes > 0) setrlimit(RLIMIT_NPROC, &nproc);
+      if (syscall(SYS_setgroups, 0, nullptr) != 0 ||
+          syscall(SYS_setresgid, c.gid, c.gid, c.gid) != 0 ||
+          syscall(SYS_setresuid, c.uid, c.uid, c.uid) != 0) {
+        _exit(126);
+      }
+      prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+      syscall(SYS_close_range, 4, ~0U, CLOSE_RANGE_CLOEXEC);
+      execve(argv[0], argv.data(), envp);
+      _exit(127);
+    }
+    close(info[1]);
+    box.holder = pid;
+    box.holder_pidfd = PidfdOpen(pid);
+    absl::StatusOr<pid_t> init = ReadChildPid(info[0], absl::Seconds(30));
+    close(info[0]);
+    if (!init.ok()) {
+      box.End();
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "cannot start a sandbox as uid %d with %s: %s", c.uid, options_.bwrap,
+          init.status().message()));
+    }
+    box.init_pidfd = PidfdOpen(*init);
+    box.pidns = open(absl::StrCat("/proc/", *init, "/ns/pid").c_str(), O_RDONLY | O_CLOEXEC);
+    // Sandboxed processes live in the user namespace of the holder's
+    // command (init's child), which bwrap may have nested in init's.
+    std::string sleeper = absl::StrCat(*init);
+    {
+      std::ifstream children(absl::StrCat("/proc/", *init, "/task/", *init, "/children"));
+      std::string first;
+      for (absl::Time deadline = absl::Now() + absl::Seconds(10);
+           !(children >> first) && absl::Now() < deadline;) {
+        children.clear();
+        children.seekg(0);
+        absl::SleepFor(absl::Milliseconds(1));
+      }
+      if (!first.empty()) sleeper = first;
+    }
+    box.inner_userns = open(absl::StrCat("/proc/", sleeper, "/ns/user").c_str(), O_RDONLY | O_CLOEXEC);
+    box.outer_userns = box.pidns >= 0 ? ioctl(box.pidns, NS_GET_USERNS) : -1;
+    if (box.outer_userns >= 0) fcntl(box.outer_userns, F_SETFD, FD_CLOEXEC);
+    if (box.init_pidfd < 0 || box.pidns < 0 || box.inner_userns < 0 || box.outer_userns < 0) {
+      box.End();
+      return absl::UnavailableError("cannot open the namespaces of a new sandbox");
+    }
+    return box;
+  }
+
+  // bwrap's arguments and descriptors for a confined command.
+  // `min_fd`: above every descriptor the child still needs (its pipes).
+  absl::Status PrepareSandbox(const ProcessSpec& spec, int min_fd, PreparedSandbox* p) {
+    const Confinement& c = *spec.confinement;
+    if (c.uid == 0 || c.uid == getuid()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a sandboxed command must run as a user of its own, not uid %d", c.uid));
+    }
+    absl::StatusOr<std::string> program = SeccompProgram();
+    if (!program.ok()) return program.status();
+    p->seccomp_fd = memfd_create("densegate-seccomp", MFD_CLOEXEC);
+    if (p->seccomp_fd < 0 ||
+        write(p->seccomp_fd, program->data(), program->size()) !=
+            static_cast<ssize_t>(program->size()) ||
+        lseek(p->seccomp_fd, 0, SEEK_SET) != 0) {
+      return absl::UnavailableError(absl::StrCat("seccomp program: ", std::strerror(errno)));
+    }
+    p->owned.push_back(p->seccomp_fd);
+    if (pipe2(p->ready, O_CLOEXEC) != 0) {
+      return absl::UnavailableError(absl::StrCat("pipe: ", std::strerror(errno)));
+    }
+    // Descriptors land above every descriptor the parent holds, so that
+    // placing one never overwrites another's source.
+    int next = std::max(16, min_fd);
+    for (int fd : {p->seccomp_fd, p->ready[1]}) next = std::max(next, fd + 1);
+    for (const auto& [child_fd, parent_fd] : spec.inherit_fds) next = std::max(next, parent_fd + 1);
+    std::vector<std::pair<std::string, const char*>> binds;  // (staged, bwrap option)
+    if (!c.read_only.empty() || !c.writable.empty()) {
+      std::string tmpl = "/tmp/densegate-binds.XXXXXX";
+      if (mkdtemp(tmpl.data()) == nullptr || chmod(tmpl.c_str(), 0755) != 0) {
+        return absl::UnavailableError(absl::StrCat("cannot stage binds in /tmp: ",
+                                                   std::strerror(errno)));
+      }
+      p->staging = tmpl;
+    }
+    auto bind = [&](const std::string& path, const char* option) -> absl::Status {
+      struct stat st;
+      if (stat(path.c_str(), &st) != 0) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "cannot give %s to the sandbox: %s", path, std::strerror(errno)));
+      }
+      const std::string staged = absl::StrCat(p->staging, "/", p->stage.size());
+      int made = S_ISDIR(st.st_mode) ? mkdir(staged.c_str(), 0755)
+                                     : close(open(staged.c_str(), O_CREAT | O_WRONLY, 0644));
+      if (made != 0) {
+        return absl::UnavailableError(absl::StrCat("cannot stage ", path, ": ", std::strerror(errno)));
+      }
+      p->stage.push_back({path, staged});
+      binds.push_back({staged, option});
+      return absl::OkStatus();
+    };
+    for (const std::string& path : c.read_only) {
+      if (absl::Status s = bind(path, "--ro-bind"); !s.ok()) return s;
+    }
+    for (const std::string& path : c.writable) {
+      if (absl::Status s = bind(path, "--bind"); !s.ok()) return s;
+    }
+    // Namespaces of a shared sandbox, started on first use.
+    std::vector<std::pair<int, std::string>> namespaces;
+    if (!c.sandbox.empty()) {
+      absl::MutexLock lock(&mu_);
+      auto it = shared_.find(c.sandbox);
+      if (it != shared_.end() && (!it->second.Alive() || it->second.uid != c.uid)) {
+        it->second.End();
+        shared_.erase(it);
+        it = shared_.end();
+      }
+      if (it == shared_.end()) {
+        absl::StatusOr<SharedSandbox> box = NewSharedSandbox(c);
+        if (!box.ok()) return box.status();
+        it = shared_.emplace(c.sandbox, *box).first;
+      }
+      const SharedSandbox& box = it->second;
+      std::vector<std::pair<int, const char*>> held = {{box.outer_userns, "--userns"},
+                                                       {box.pidns, "--pidns"}};
+      // bwrap nests a second user namespace only for some settings; where it
+      // did, commands end in it too.
+      struct stat outer, inner;
+      if (fstat(box.outer_userns, &outer) == 0 && fstat(box.inner_userns, &inner) == 0 &&
+          outer.st_ino != inner.st_ino) {
+        held.push_back({box.inner_userns, "--userns2"});
+      }
+      // Duplicated, so that EndSandbox on another thread cannot close them
+      // under this command.
+      for (auto [fd, option] : held) {
+        int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        if (copy < 0) return absl::UnavailableError("cannot hold the sandbox's namespaces");
+        p->owned.push_back(copy);
+        next = std::max(next, copy + 1);
+        namespaces.push_back({copy, option});
+      }
+      p->netns = fcntl(box.netns, F_DUPFD_CLOEXEC, 0);
+      if (p->netns < 0) return absl::UnavailableError("cannot hold the sandbox's network");
+      p->owned.push_back(p->netns);
+    }
+
+    std::vector<std::string>& a = p->args;
+    a = {options_.bwrap};
+    auto place = [&](int parent_fd) {
+      p->fds.push_back({next, parent_fd});
+      return absl::StrCat(next++);
+    };
+    if (c.sandbox.empty()) {
+      a.insert(a.end(), {"--unshare-user", "--unshare-pid", "--unshare-net",
+                         "--unshare-cgroup-try", "--disable-userns"});
+    } else {
+      for (const auto& [fd, option] : namespaces) a.insert(a.end(), {option, place(fd)});
+    }
+    a.insert(a.end(), {"--uid", absl::StrCat(c.uid), "--gid", absl::StrCat(c.gid),
+                       "--unshare-ipc", "--unshare-uts", "--hostname", "densegate-sandbox",
+                       "--die-with-parent"});
+    for (std::string& arg : SystemViewArgs()) a.push_back(std::move(arg));
+    a.insert(a.end(), {"--size", absl::StrCat(c.tmp_bytes), "--tmpfs", "/tmp"});
+    // Bind mounts in the order given: a later, deeper path overlays.
+    for (size_t i = 0; i < binds.size(); ++i) {
+      a.insert(a.end(), {binds[i].second, binds[i].first, p->stage[i].first});
+    }
+    // The skeleton bwrap built around those paths (their parent
+    // directories) is not a place to write either.
+    a.insert(a.end(), {"--remount-ro", "/"});
+    a.insert(a.end(), {"--chdir", spec.working_dir.empty() ? "/tmp" : spec.working_dir,
+                       "--seccomp", place(p->seccomp_fd)});
+    // Up high like the rest; moved down to kReadyFd last of all in the child.
+    p->ready_high = next;
+    place(p->ready[1]);
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(const ProcessSpec& spec,
                                                       bool piped) {
     if (spec.argv.empty()) return absl::InvalidArgumentError("empty command line");
-    if (spec.isolate_network) {
+    const bool confined = Confined(spec);
+    int report_pipe[2] = {-1, -1}, in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1};
+    absl::Cleanup close_pipes = [&] {
+      for (int* fd : {&report_pipe[0], &report_pipe[1], &in_pipe[0], &in_pipe[1], &out_pipe[0],
+                      &out_pipe[1]}) {
+        CloseFd(*fd);
+      }
+    };
+    if (pipe2(report_pipe, O_CLOEXEC) != 0 ||
+        (piped && (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0))) {
+      return absl::UnavailableError(absl::StrCat("pipe: ", std::strerror(errno)));
+    }
+    PreparedSandbox sandbox;
+    if (confined) {
+      const int min_fd =
+          std::max({report_pipe[0], report_pipe[1], in_pipe[0], in_pipe[1], out_pipe[0],
+                    out_pipe[1]}) + 1;
+      if (absl::Status s = PrepareSandbox(spec, min_fd, &sandbox); !s.ok()) return s;
+    } else if (spec.isolate_network || spec.confinement.has_value()) {
       std::call_once(network_namespace_once_,
                      [this] { network_namespace_ = NewNetworkNamespace(); });
     }
-    const int network_namespace = spec.isolate_network ? network_namespace_ : -1;
-    std::string tmpl = absl::StrCat(options_.scratch_root, "/densegate-sandbox.XXXXXX");
-    if (mkdtemp(tmpl.data()) == nullptr) {
-      return absl::UnavailableError(absl::StrFormat(
-          "cannot create a private temporary directory under %s: %s",
-          options_.scratch_root, std::strerror(errno)));
+    const int network_namespace =
+        confined ? sandbox.netns
+                 : (spec.isolate_network || spec.confinement.has_value() ? network_namespace_ : -1);
+    // Unconfined processes get a private directory on the scratch root; a
+    // sandbox has its own /tmp.
+    std::string scratch;
+    if (!confined) {
+      std::string tmpl = absl::StrCat(options_.scratch_root, "/densegate-sandbox.XXXXXX");
+      if (mkdtemp(tmpl.data()) == nullptr) {
+        return absl::UnavailableError(absl::StrFormat(
+            "cannot create a private temporary directory under %s: %s",
+            options_.scratch_root, std::strerror(errno)));
+      }
+      scratch = tmpl;
     }
-    std::string scratch = tmpl;
-    std::vector<std::string> env_strings = Environment(spec, scratch);
+    std::vector<std::string> env_strings = Environment(spec, confined ? "/tmp" : scratch);
     std::vector<char*> envp, argv;
     for (auto& s : env_strings) envp.push_back(s.data());
     envp.push_back(nullptr);
-    std::vector<std::string> args = spec.argv;
-    for (auto& s : args) argv.push_back(s.data());
-    argv.push_back(nullptr);
     // Resolve argv[0] against the sandbox PATH now: after fork only
-    // async-signal-safe calls are allowed.
-    std::string program = args[0];
+    // async-signal-safe calls are allowed. (The system is the same inside.)
+    std::string program = spec.argv[0];
     if (program.find('/') == std::string::npos) {
       for (absl::string_view dir : absl::StrSplit(options_.path, ':')) {
         std::string candidate = absl::StrCat(dir, "/", program);
@@ -265,16 +688,29 @@ class SandboxLauncher : public ProcessLauncher {
         }
       }
     }
-
-    int report_pipe[2], in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1};
-    if (pipe2(report_pipe, O_CLOEXEC) != 0 ||
-        (piped && (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0))) {
-      RemoveTree(scratch);
-      return absl::UnavailableError(absl::StrCat("pipe: ", std::strerror(errno)));
+    std::vector<std::string> args;
+    if (confined) {
+      // bwrap, then the trusted shell that reports the sandbox ready and
+      // becomes the command.
+      args = sandbox.args;
+      args.insert(args.end(), {"--", "/bin/sh", "-c",
+                               absl::StrFormat("printf . >&%d && exec %d>&- && exec \"$0\" \"$@\"",
+                                               kReadyFd, kReadyFd),
+                               program});
+      args.insert(args.end(), spec.argv.begin() + 1, spec.argv.end());
+      program = options_.bwrap;
+    } else {
+      args = spec.argv;
     }
+    for (auto& s : args) argv.push_back(s.data());
+    argv.push_back(nullptr);
+
     cpu_set_t cpus;
     CPU_ZERO(&cpus);
     for (int c : spec.cpus) CPU_SET(c, &cpus);
+    const uint32_t uid = confined ? spec.confinement->uid : 0;
+    const uint32_t gid = confined ? spec.confinement->gid : 0;
+    const int64_t max_processes = confined ? spec.confinement->max_processes : 0;
 
     absl::Time start = absl::Now();
     pid_t pid = fork();
@@ -301,10 +737,29 @@ class SandboxLauncher : public ProcessLauncher {
       limit(RLIMIT_CPU, spec.limits.cpu_seconds);
       limit(RLIMIT_AS, spec.limits.address_space_bytes);
       limit(RLIMIT_FSIZE, spec.limits.file_size_bytes);
-      if (network_namespace >= 0 && setns(network_namespace, CLONE_NEWNET) == 0) {
-        report.network_isolated = 1;
+      limit(RLIMIT_NPROC, max_processes);
+      if (network_namespace >= 0) {
+        if (setns(network_namespace, CLONE_NEWNET) == 0) {
+          report.network_isolated = 1;
+        } else if (confined) {
+          fail(kNetwork);
+        }
+      } else if (confined) {
+        report.network_isolated = 1;  // bwrap --unshare-net.
       }
-      if (chdir(spec.working_dir.empty() ? scratch.c_str() : spec.working_dir.c_str()) != 0) {
+      if (!sandbox.stage.empty()) {
+        if (unshare(CLONE_NEWNS) != 0 ||
+            mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+          fail(kBind);
+        }
+        for (const auto& [path, staged] : sandbox.stage) {
+          if (mount(path.c_str(), staged.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+            fail(kBind);
+          }
+        }
+      }
+      if (chdir(spec.working_dir.empty() ? (confined ? "/" : scratch.c_str())
+                                         : spec.working_dir.c_str()) != 0) {
         fail(kChdir);
       }
       if (piped) {
@@ -324,12 +779,37 @@ class SandboxLauncher : public ProcessLauncher {
                     : open(spec.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       if (err < 0) fail(kStderr);
       dup2(err, 2);
+      // The sandbox's descriptors first: they are above every source.
+      for (const auto& [child_fd, parent_fd] : sandbox.fds) {
+        if (dup2(parent_fd, child_fd) < 0) fail(kFds);
+      }
       for (const auto& [child_fd, parent_fd] : spec.inherit_fds) {
-        if (parent_fd == child_fd) {
-          // dup2 onto itself is a no-op that keeps CLOEXEC: clear it.
-          if (fcntl(child_fd, F_SETFD, 0) < 0) fail(kFds);
-        } else if (dup2(parent_fd, child_fd) < 0) {
-          fail(kFds);  // dup2 clears CLOEXEC on the copy.
+        if (parent_fd != child_fd && dup2(parent_fd, child_fd) < 0) fail(kFds);
+      }
+      if (confined && (dup2(sandbox.ready_high, kReadyFd) < 0 || close(sandbox.ready_high) != 0)) {
+        fail(kFds);
+      }
+      // Nothing the node holds open reaches the command but what it is
+      // given: every other descriptor closes on exec.
+      if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) fail(kFds);
+      using FdList = const std::vector<std::pair<int, int>>*;
+      for (FdList fds : {FdList{&sandbox.fds}, FdList{&spec.inherit_fds}}) {
+        for (const auto& [child_fd, parent_fd] : *fds) {
+          if (child_fd != sandbox.ready_high && fcntl(child_fd, F_SETFD, 0) < 0) fail(kFds);
+        }
+      }
+      if (confined && fcntl(kReadyFd, F_SETFD, 0) < 0) fail(kFds);
+      if (confined) {
+        // Raw system calls: glibc's wrappers coordinate threads, and this
+        // child of a threaded process has only one.
+        if (syscall(SYS_setgroups, 0, nullptr) != 0 ||
+            syscall(SYS_setresgid, gid, gid, gid) != 0 ||
+            syscall(SYS_setresuid, uid, uid, uid) != 0 ||
+            prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+            // Changing user made the process undumpable, which hides its
+            // own /proc/self/fd from it, and bwrap binds through that.
+            prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0) {
+          fail(kUser);
         }
       }
       (void)!write(report_pipe[1], &report, sizeof(report));
@@ -340,33 +820,37 @@ class SandboxLauncher : public ProcessLauncher {
 
     // Parent.
     setpgid(pid, pid);  // Also done by the child; whichever runs first wins.
-    close(report_pipe[1]);
-    if (piped) {
-      close(in_pipe[0]);
-      close(out_pipe[1]);
-    }
+    CloseFd(report_pipe[1]);
+    CloseFd(in_pipe[0]);
+    CloseFd(out_pipe[1]);
+    if (confined) CloseFd(sandbox.ready[1]);
     // The child writes one report before exec and a second only if exec
     // failed; EOF comes when exec succeeds (close-on-exec).
     ChildReport first{}, second{};
     ssize_t n1 = read(report_pipe[0], &first, sizeof(first));
     ssize_t n2 = first.failed_step == 0 ? read(report_pipe[0], &second, sizeof(second)) : 0;
-    close(report_pipe[0]);
+    CloseFd(report_pipe[0]);
     int pidfd = PidfdOpen(pid);
     auto child = std::make_unique<ChildProcess>(
         pid, pidfd, piped ? in_pipe[1] : -1, piped ? out_pipe[0] : -1, start,
         scratch, n1 == sizeof(first) && first.network_isolated != 0,
-        spec.wall_timeout);
+        spec.wall_timeout, confined);
+    in_pipe[1] = out_pipe[0] = -1;  // The child process owns them now.
     const ChildReport& failure = first.failed_step != 0 ? first : second;
     if ((n1 == sizeof(first) && first.failed_step != 0) ||
         (n2 == sizeof(second) && second.failed_step != 0)) {
       child->WaitAndReap(absl::InfiniteDuration());
-      const char* what = failure.failed_step == kChdir    ? "enter the working directory"
-                         : failure.failed_step == kStdout ? "open the stdout file"
-                         : failure.failed_step == kStderr ? "open the stderr file"
-                         : failure.failed_step == kFds    ? "pass file descriptors"
-                                                          : "execute";
+      const char* what = failure.failed_step == kChdir     ? "enter the working directory"
+                         : failure.failed_step == kStdout  ? "open the stdout file"
+                         : failure.failed_step == kStderr  ? "open the stderr file"
+                         : failure.failed_step == kFds     ? "pass file descriptors"
+                         : failure.failed_step == kNetwork ? "enter the sandbox's network"
+                         : failure.failed_step == kUser    ? "switch to the sandbox's user"
+                         : failure.failed_step == kBind    ? "stage the sandbox's paths"
+                                                           : "execute";
       std::string target = failure.failed_step == kChdir ? spec.working_dir
                            : failure.failed_step == kExec ? program
+                           : failure.failed_step == kUser ? absl::StrCat("uid ", uid)
                                                           : "";
       return absl::FailedPreconditionError(absl::StrFormat(
           "cannot %s %s: %s", what, target, std::strerror(failure.error)));
@@ -375,19 +859,82 @@ class SandboxLauncher : public ProcessLauncher {
       child->WaitAndReap(absl::ZeroDuration());
       return absl::UnavailableError(absl::StrCat("pidfd_open: ", std::strerror(errno)));
     }
+    if (confined) {
+      // One byte from inside: the sandbox is up and the command starting.
+      // EOF, or bwrap gone first: it gave up; its reason is on stderr.
+      char byte = 0;
+      pollfd p[2] = {{sandbox.ready[0], POLLIN, 0}, {pidfd, POLLIN, 0}};
+      int ready;
+      do {
+        ready = poll(p, 2, 60000);
+      } while (ready < 0 && errno == EINTR);
+      if (ready > 0 && !(p[0].revents & POLLIN)) {
+        // bwrap exited: only a byte already written still counts.
+        p[0].revents = poll(p, 1, 0) > 0 ? p[0].revents : 0;
+      }
+      if (ready <= 0 || !(p[0].revents & POLLIN) || read(sandbox.ready[0], &byte, 1) != 1) {
+        ProcessResult r = child->WaitAndReap(absl::ZeroDuration());
+        std::string why = spec.stderr_path.empty()
+                              ? r.Describe()
+                              : std::string(absl::StripAsciiWhitespace(ReadOutputFile(spec.stderr_path)));
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "cannot set up the sandbox for %s: %s", spec.argv[0], why));
+      }
+    }
     return child;
   }
 
   SandboxOptions options_;
-  // Shared by every isolated process this launcher starts, so that a server
-  // one command leaves behind for the next (Bazel's, on a loopback port) is
-  // reachable from it; a namespace per process made each Bazel command kill
-  // and restart its server, 7 s instead of 0.5 s for a no-op build.
+  // Shared by every unconfined isolated process this launcher starts, so
+  // that a server one command leaves behind for the next (Bazel's, on a
+  // loopback port) is reachable from it; a namespace per process made each
+  // Bazel command kill and restart its server, 7 s instead of 0.5 s for a
+  // no-op build. Shared sandboxes have one each.
   std::once_flag network_namespace_once_;
   int network_namespace_ = -1;
+  absl::Mutex mu_;
+  std::map<std::string, SharedSandbox> shared_ ABSL_GUARDED_BY(mu_);
+  std::string seccomp_program_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
+
+absl::Status CheckSandbox(const SandboxOptions& options) {
+  if (options.unsafe_no_sandbox) return absl::OkStatus();
+  if (access(options.bwrap.c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the sandbox needs bubblewrap at %s, which is missing: install Debian's bubblewrap "
+        "(tools/bootstrap.sh does), or pass --unsafe_no_sandbox for development only",
+        options.bwrap));
+  }
+  if (geteuid() != 0) {
+    return absl::FailedPreconditionError(
+        "the sandbox runs each arm as a user of its own, which needs the node to run as "
+        "root; run it as root, or pass --unsafe_no_sandbox for development only");
+  }
+  SandboxOptions quiet = options;
+  std::unique_ptr<ProcessLauncher> launcher = NewSandboxLauncher(quiet);
+  char dir[] = "/tmp/densegate-sandbox-check.XXXXXX";
+  if (mkdtemp(dir) == nullptr) {
+    return absl::UnavailableError(absl::StrCat("mkdtemp: ", std::strerror(errno)));
+  }
+  ProcessSpec spec;
+  spec.argv = {"/bin/true"};
+  spec.stderr_path = std::string(dir) + "/err";
+  spec.wall_timeout = absl::Seconds(30);
+  spec.confinement = Confinement{.uid = 65534, .gid = 65534};
+  absl::StatusOr<ProcessResult> r = launcher->Run(spec);
+  std::string err = ReadOutputFile(spec.stderr_path);
+  RemoveTree(dir);
+  if (!r.ok() || !r->ok()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "a trial sandbox did not start (%s%s); this kernel must allow user namespaces "
+        "(sysctl user.max_user_namespaces > 0)",
+        r.ok() ? r->Describe() : std::string(r.status().message()),
+        err.empty() ? "" : ": " + std::string(absl::StripAsciiWhitespace(err))));
+  }
+  return absl::OkStatus();
+}
 
 std::string ProcessResult::Describe() const {
   if (timed_out) {

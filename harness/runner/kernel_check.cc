@@ -45,14 +45,16 @@ class Check {
   KernelCheckReport Run() {
     const absl::Duration life = setup_.call_timeout * (check_.calls() + 4);
     auto ref = RunnerClient::Start(setup_.launcher, setup_.reference_dir, check_.runner(),
-                                   setup_.log_prefix + "-reference.err", setup_.cpus, life);
+                                   setup_.log_prefix + "-reference.err", setup_.cpus, life,
+                                   setup_.reference_confinement);
     if (!ref.ok()) return FromStatus(ref.status(), false, "did not start");
     reference_ = std::move(*ref);
     auto layout = reference_->Describe(check_.op(), ShapeJson(check_), nlohmann::json::object());
     if (!layout.ok()) return FromStatus(layout.status(), false, "cannot describe " + check_.op());
     layout_ = *layout;
     auto sub = RunnerClient::Start(setup_.launcher, setup_.subject_dir, check_.runner(),
-                                   setup_.log_prefix + "-subject.err", setup_.cpus, life);
+                                   setup_.log_prefix + "-subject.err", setup_.cpus, life,
+                                   setup_.subject_confinement);
     if (!sub.ok()) return FromStatus(sub.status(), true, "did not start");
     subject_ = std::move(*sub);
     fp64_ = setup_.reference == KernelCheckSetup::Reference::kFp64;

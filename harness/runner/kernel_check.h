@@ -45,6 +45,9 @@ struct KernelCheckSetup {
   std::string reference_dir;
   // Worktree whose runner is checked and timed.
   std::string subject_dir;
+  // The sandboxes each runner runs in (unset: none).
+  std::optional<Confinement> reference_confinement;
+  std::optional<Confinement> subject_confinement;
   // Runner stderr goes to <log_prefix>-{reference,subject}.err.
   std::string log_prefix;
   std::vector<int> cpus;

@@ -113,7 +113,7 @@ absl::StatusOr<std::shared_ptr<const PrecisionBaseline>> RunBaseline(
   for (int i = 0; i < 2; ++i) {
     auto c = RunnerClient::Start(setup.launcher, setup.baseline_dir, suite.runner(),
                                  absl::StrFormat("%s-%s.err", setup.log_prefix, names[i]),
-                                 setup.cpus, kCallTimeout * 2);
+                                 setup.cpus, kCallTimeout * 2, setup.baseline_confinement);
     if (!c.ok()) {
       return absl::FailedPreconditionError(
           absl::StrFormat("%s runner did not start: %s", names[i], c.status().message()));
@@ -212,7 +212,7 @@ PrecisionReport RunPrecisionSuite(const v1::PrecisionSuite& suite, const Precisi
   } else {
     auto c = RunnerClient::Start(setup.launcher, setup.candidate_dir, suite.runner(),
                                  absl::StrFormat("%s-candidate.err", setup.log_prefix), setup.cpus,
-                                 kCallTimeout * 2);
+                                 kCallTimeout * 2, setup.candidate_confinement);
     if (!c.ok()) {
       return Report(Outcome::kFailed,
                     absl::StrFormat("candidate runner did not start: %s", c.status().message()));

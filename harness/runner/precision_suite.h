@@ -48,6 +48,9 @@ struct PrecisionSetup {
   ProcessLauncher* launcher = nullptr;
   std::string baseline_dir;
   std::string candidate_dir;
+  // The sandboxes each arm's runner runs in (unset: none).
+  std::optional<Confinement> baseline_confinement;
+  std::optional<Confinement> candidate_confinement;
   std::string log_prefix;
   std::vector<int> cpus;
   uint64_t salt = 0;

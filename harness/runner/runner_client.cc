@@ -78,7 +78,8 @@ absl::StatusOr<RunnerLayout> LayoutFromDescription(const std::string& op,
 
 absl::StatusOr<std::unique_ptr<RunnerClient>> RunnerClient::Start(
     ProcessLauncher* launcher, const std::string& dir, const std::string& binary,
-    const std::string& log_path, const std::vector<int>& cpus, absl::Duration timeout) {
+    const std::string& log_path, const std::vector<int>& cpus, absl::Duration timeout,
+    const std::optional<Confinement>& confinement) {
   std::unique_ptr<RunnerClient> c(new RunnerClient);
   c->memfd_ = memfd_create("densegate-runner", MFD_CLOEXEC);
   if (c->memfd_ < 0) return absl::InternalError("memfd_create failed");
@@ -89,6 +90,7 @@ absl::StatusOr<std::unique_ptr<RunnerClient>> RunnerClient::Start(
   spec.wall_timeout = timeout;
   spec.cpus = cpus;
   spec.inherit_fds = {{kSharedMemoryFd, c->memfd_}};
+  spec.confinement = confinement;
   c->log_path_ = log_path;
   absl::StatusOr<std::unique_ptr<RunningProcess>> p = launcher->Start(spec);
   if (!p.ok()) return p.status();

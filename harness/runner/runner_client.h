@@ -50,11 +50,12 @@ absl::StatusOr<RunnerLayout> LayoutFromDescription(const std::string& op,
 class RunnerClient {
  public:
   // Starts `binary` (absolute, or relative to `dir`) in `dir` through
-  // `launcher` (sandboxed). `log_path` receives its stderr.
+  // `launcher`, in `confinement`'s sandbox when set. `log_path` receives its
+  // stderr.
   static absl::StatusOr<std::unique_ptr<RunnerClient>> Start(
       ProcessLauncher* launcher, const std::string& dir, const std::string& binary,
       const std::string& log_path, const std::vector<int>& cpus,
-      absl::Duration timeout);
+      absl::Duration timeout, const std::optional<Confinement>& confinement);
   ~RunnerClient();
 
   absl::StatusOr<RunnerLayout> Describe(const std::string& op, const nlohmann::json& shape,

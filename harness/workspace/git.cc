@@ -37,7 +37,9 @@ absl::StatusOr<std::string> Git::Run(absl::string_view dir,
   close(out_fd);
   close(err_fd);
   ProcessSpec spec;
-  spec.argv = {"git", "-C", std::string(dir)};
+  // Worktrees belong to the arms' sandbox users; the node's git reads them
+  // anyway (Workspace never lets git trust a worktree's own .git file).
+  spec.argv = {"git", "-c", "safe.directory=*", "-C", std::string(dir)};
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   spec.stdout_path = out_tmpl;
   spec.stderr_path = err_tmpl;

@@ -3,7 +3,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
+#include <cstring>
+#include <fstream>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -29,6 +32,35 @@ absl::Status MakeDirs(const std::string& path) {
   return absl::OkStatus();
 }
 
+// Gives `path` and everything below it (links themselves, never what they
+// point to) to `uid`.
+absl::Status GiveTo(const std::string& path, uint32_t uid) {
+  if (uid == 0) return absl::OkStatus();
+  auto own = [&](const std::string& p) -> absl::Status {
+    if (lchown(p.c_str(), uid, uid) != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("cannot give %s to uid %d: %s", p, uid, std::strerror(errno)));
+    }
+    return absl::OkStatus();
+  };
+  if (absl::Status s = own(path); !s.ok()) return s;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(path, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (absl::Status s = own(it->path().string()); !s.ok()) return s;
+  }
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("cannot walk %s: %s", path, ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+uint32_t OwnerOf(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0 ? st.st_uid : 0;
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> Workspace::Mirror(const std::string& repo) {
@@ -43,9 +75,41 @@ absl::StatusOr<std::string> Workspace::Mirror(const std::string& repo) {
   return mirror;
 }
 
+absl::StatusOr<std::string> Workspace::GitInWorktree(const std::string& mirror,
+                                                     const std::string& dir,
+                                                     const std::vector<std::string>& args) {
+  // The mirror knows its worktrees: worktrees/<name>/gitdir names each one's
+  // .git file. The worktree's own .git is whatever the last run left there.
+  std::error_code ec;
+  std::string admin;
+  for (const auto& entry : std::filesystem::directory_iterator(mirror + "/worktrees", ec)) {
+    std::ifstream in(entry.path() / "gitdir");
+    std::string line;
+    std::getline(in, line);
+    if (line == dir + "/.git") admin = entry.path().string();
+  }
+  if (admin.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s is not a worktree of %s", dir, mirror));
+  }
+  std::filesystem::remove_all(dir + "/.git", ec);
+  {
+    std::ofstream git_file(dir + "/.git", std::ios::trunc);
+    git_file << "gitdir: " << admin << "\n";
+    if (!git_file) {
+      return absl::FailedPreconditionError(absl::StrFormat("cannot restore %s/.git", dir));
+    }
+  }
+  std::vector<std::string> full = {"--git-dir=" + admin, "--work-tree=" + dir};
+  full.insert(full.end(), args.begin(), args.end());
+  return git_->Run(dir, full);
+}
+
 absl::Status Workspace::CheckoutAt(const std::string& mirror, const std::string& dir,
                                    const std::string& sha) {
-  if (access(absl::StrCat(dir, "/.git").c_str(), F_OK) != 0) {
+  if (access(dir.c_str(), F_OK) != 0) {
+    // Forget a worktree whose directory is gone, so its name frees up.
+    (void)git_->Run(mirror, {"worktree", "prune"});
     absl::StatusOr<std::string> added =
         git_->Run(mirror, {"worktree", "add", "-q", "--detach", "--force", dir, sha});
     return added.status();
@@ -53,10 +117,52 @@ absl::Status Workspace::CheckoutAt(const std::string& mirror, const std::string&
   for (std::vector<std::string> args :
        {std::vector<std::string>{"checkout", "-q", "--detach", "--force", sha},
         std::vector<std::string>{"clean", "-q", "-ffdx"}}) {
-    absl::StatusOr<std::string> r = git_->Run(dir, args);
+    absl::StatusOr<std::string> r = GitInWorktree(mirror, dir, args);
     if (!r.ok()) return r.status();
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<ArmArea> Workspace::PrepareArm(const std::string& slot, const std::string& arm,
+                                              const std::string& worktree, uint32_t uid) {
+  ArmArea area;
+  area.home = absl::StrCat(slot, "/home-", arm);
+  area.cache = absl::StrCat(slot, "/cache-", arm);
+  std::error_code ec;
+  std::filesystem::remove_all(area.home, ec);
+  for (const std::string& dir : {area.home, area.cache}) {
+    if (absl::Status made = MakeDirs(dir); !made.ok()) return made;
+  }
+  if (symlink(area.cache.c_str(), (area.home + "/.cache").c_str()) != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat("cannot link %s/.cache", area.home));
+  }
+  area.writable = {worktree, area.home, area.cache};
+  const std::string build_cache = area.cache + "/densegate";
+  if (arm == "baseline") {
+    const std::string trusted = TrustedCache(root_);
+    if (absl::Status made = MakeDirs(trusted); !made.ok()) return made;
+    if (access(build_cache.c_str(), F_OK) != 0 &&
+        symlink(trusted.c_str(), build_cache.c_str()) != 0) {
+      return absl::FailedPreconditionError(absl::StrFormat("cannot link %s", build_cache));
+    }
+    area.writable.push_back(trusted);
+    if (uid != 0 && OwnerOf(trusted) != uid) {
+      if (absl::Status s = GiveTo(trusted, uid); !s.ok()) return s;
+    }
+  } else if (absl::Status made = MakeDirs(build_cache); !made.ok()) {
+    return made;
+  }
+  if (uid != 0) {
+    // The worktree's files come from git, run by the node; the cache is
+    // walked only when it was someone else's (a first run, a new user).
+    for (const std::string& dir : {worktree, area.home}) {
+      if (absl::Status s = GiveTo(dir, uid); !s.ok()) return s;
+    }
+    if (OwnerOf(area.cache) != uid) {
+      if (absl::Status s = GiveTo(area.cache, uid); !s.ok()) return s;
+    }
+  }
+  return area;
 }
 
 absl::StatusOr<Checkout> Workspace::Prepare(const std::string& repo,
@@ -99,28 +205,26 @@ absl::StatusOr<Checkout> Workspace::Prepare(const std::string& repo,
                                      std::hash<std::string>{}(repo_path));
   c.baseline_dir = slot + "/baseline";
   c.candidate_dir = slot + "/candidate";
-  c.home = slot + "/home";
-  std::string shared_cache = root_ + "/shared-cache";
-  for (const std::string& dir : {slot, c.home + "/.cache", shared_cache}) {
-    absl::Status made = MakeDirs(dir);
-    if (!made.ok()) return made;
-  }
-  std::string link = c.home + "/.cache/densegate";
-  if (access(link.c_str(), F_OK) != 0 && symlink(shared_cache.c_str(), link.c_str()) != 0) {
-    return absl::FailedPreconditionError(absl::StrFormat("cannot link %s", link));
-  }
+  if (absl::Status made = MakeDirs(slot); !made.ok()) return made;
   absl::Status s = CheckoutAt(c.mirror, c.baseline_dir, c.baseline_sha);
   if (!s.ok()) return s;
   s = CheckoutAt(c.mirror, c.candidate_dir, c.candidate_sha);
   if (!s.ok()) return s;
+  absl::StatusOr<ArmArea> baseline = PrepareArm(slot, "baseline", c.baseline_dir, users_.baseline);
+  if (!baseline.ok()) return baseline.status();
+  absl::StatusOr<ArmArea> candidate =
+      PrepareArm(slot, "candidate", c.candidate_dir, users_.candidate);
+  if (!candidate.ok()) return candidate.status();
+  c.baseline = *std::move(baseline);
+  c.candidate = *std::move(candidate);
   return c;
 }
 
 absl::Status Workspace::Clean(const Checkout& checkout) {
   for (const std::string& dir : {checkout.baseline_dir, checkout.candidate_dir}) {
-    absl::StatusOr<std::string> r = git_->Run(dir, {"clean", "-q", "-ffdx"});
+    absl::StatusOr<std::string> r = GitInWorktree(checkout.mirror, dir, {"clean", "-q", "-ffdx"});
     if (!r.ok()) return r.status();
-    r = git_->Run(dir, {"checkout", "-q", "--force", "--detach", "HEAD"});
+    r = GitInWorktree(checkout.mirror, dir, {"checkout", "-q", "--force", "--detach", "HEAD"});
     if (!r.ok()) return r.status();
   }
   return absl::OkStatus();

@@ -4,23 +4,47 @@
 // repository, two git worktrees (baseline/ and candidate/) at fixed paths
 // under the workspace root, so a build tool's incremental state keyed by the
 // path (Bazel's output base) survives from one candidate to the next; between
-// runs they are reset
-// to the new commits and cleaned of untracked and ignored files. The
-// repository itself is fetched into one bare mirror per repository. Every
-// process of the slot gets the slot's persistent HOME, whose
-// ~/.cache/densegate links to a cache shared by all slots (Bazel's disk
-// cache).
+// runs they are reset to the new commits and cleaned of untracked and
+// ignored files. The repository itself is fetched into one bare mirror per
+// repository.
+//
+// Each arm (ArmArea) has, beside its worktree, a HOME made new and empty at
+// every Prepare (nothing a candidate left there reaches a later evaluation)
+// whose .cache links to the arm's persistent cache directory (Bazel's output
+// base lives there). The baseline's cache links its densegate/ to the node's
+// trusted cache, shared by the baseline arms of every slot (Bazel's disk
+// cache); the candidate's densegate/ is its own: a candidate's build reads
+// and writes only candidate caches, so nothing it writes is ever read by a
+// baseline build. When the node runs as root, each arm's areas are owned by
+// its sandbox user (ArmUsers) and git never reads the worktree's own .git
+// file (a candidate could point it elsewhere): it is rewritten first.
 //
 // Thread-safety: one Workspace per slot; not for concurrent use.
 #ifndef DENSEGATE_HARNESS_WORKSPACE_WORKSPACE_H_
 #define DENSEGATE_HARNESS_WORKSPACE_WORKSPACE_H_
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "harness/workspace/git.h"
 
 namespace densegate::harness {
+
+// Host users the arms' sandboxes run as; 0: leave ownership alone.
+struct ArmUsers {
+  uint32_t baseline = 0;
+  uint32_t candidate = 0;
+};
+
+// What one arm's commands may write besides their /tmp.
+struct ArmArea {
+  std::string home;   // HOME: empty at each Prepare, but for .cache.
+  std::string cache;  // Persistent: HOME/.cache links here.
+  // Worktree, home, cache and, for the baseline, the trusted cache.
+  std::vector<std::string> writable;
+};
 
 struct Checkout {
   std::string repo;       // As given: a local path or a URL.
@@ -29,15 +53,15 @@ struct Checkout {
   std::string candidate_sha;
   std::string baseline_dir;
   std::string candidate_dir;
-  // HOME for every process of the slot.
-  std::string home;
+  ArmArea baseline;
+  ArmArea candidate;
 };
 
 class Workspace {
  public:
   // `root` is created if missing. `git` is not owned.
-  Workspace(std::string root, int slot, const Git* git)
-      : root_(std::move(root)), slot_(slot), git_(git) {}
+  Workspace(std::string root, int slot, const Git* git, ArmUsers users = {})
+      : root_(std::move(root)), slot_(slot), git_(git), users_(users) {}
 
   // Fetches both commits and checks them out, clean. Local repositories
   // resolve refs (HEAD~1, branches) in the repository itself; URLs in the
@@ -49,17 +73,28 @@ class Workspace {
                                    const std::string& candidate_ref);
 
   // Removes what the run left in both worktrees (untracked and ignored
-  // files), keeping the worktrees for the next candidate.
+  // files), keeping the worktrees for the next candidate. Call only when no
+  // process of the arms runs any more.
   absl::Status Clean(const Checkout& checkout);
+
+  // The node's trusted build cache under `root` (only baseline builds write
+  // it).
+  static std::string TrustedCache(const std::string& root) { return root + "/shared-cache"; }
 
  private:
   absl::StatusOr<std::string> Mirror(const std::string& repo);
   absl::Status CheckoutAt(const std::string& mirror, const std::string& dir,
                           const std::string& sha);
+  // Runs git in a worktree after restoring its .git file from the mirror.
+  absl::StatusOr<std::string> GitInWorktree(const std::string& mirror, const std::string& dir,
+                                            const std::vector<std::string>& args);
+  absl::StatusOr<ArmArea> PrepareArm(const std::string& slot, const std::string& arm,
+                                     const std::string& worktree, uint32_t uid);
 
   std::string root_;
   int slot_;
   const Git* git_;
+  ArmUsers users_;
 };
 
 }  // namespace densegate::harness

@@ -1,5 +1,8 @@
 #include "harness/workspace/workspace.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -106,8 +109,65 @@ TEST_F(WorkspaceTest, PreparesCleanWorktreesAndReusesThem) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->candidate_dir, c->candidate_dir);
   EXPECT_EQ(Slurp(again->candidate_dir + "/kernel.cc"), "v1\n");
-  // The shared cache is linked from the slot's home.
-  EXPECT_EQ(access((c->home + "/.cache/densegate").c_str(), F_OK), 0);
+}
+
+// Each arm's HOME starts empty but for .cache, which persists; only the
+// baseline's build cache is the node's trusted one.
+TEST_F(WorkspaceTest, ArmsGetFreshHomesAndSeparateBuildCaches) {
+  const std::string root = Tmp() + "/ws-arms";
+  Workspace ws(root, 0, &git_);
+  auto c = ws.Prepare(repo_, "HEAD~1", "HEAD");
+  ASSERT_TRUE(c.ok()) << c.status();
+  Sh("echo left > " + c->candidate.home + "/note && echo kept > " + c->candidate.home +
+     "/.cache/state");
+  auto again = ws.Prepare(repo_, "HEAD~1", "HEAD");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(access((again->candidate.home + "/note").c_str(), F_OK), 0);
+  EXPECT_EQ(Slurp(again->candidate.home + "/.cache/state"), "kept\n");
+  char target[4096] = {};
+  ASSERT_GT(readlink((again->baseline.cache + "/densegate").c_str(), target, sizeof target - 1), 0);
+  EXPECT_EQ(std::string(target), Workspace::TrustedCache(root));
+  struct stat st;
+  ASSERT_EQ(lstat((again->candidate.cache + "/densegate").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode)) << "the candidate's build cache must be its own";
+  EXPECT_THAT(again->baseline.writable, testing::Contains(Workspace::TrustedCache(root)));
+  EXPECT_THAT(again->candidate.writable, testing::Not(testing::Contains(Workspace::TrustedCache(root))));
+}
+
+// A candidate may rewrite its worktree's .git to point the node's git at
+// another repository; the reset must ignore it and restore the real one.
+TEST_F(WorkspaceTest, ResetIgnoresAWorktreeGitFileTheCandidateRewrote) {
+  Workspace ws(Tmp() + "/ws-git", 0, &git_);
+  auto c = ws.Prepare(repo_, "HEAD~1", "HEAD");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string decoy = Tmp() + "/decoy";
+  Sh("rm -rf " + decoy + " && git init -q " + decoy);
+  Sh("echo 'gitdir: " + decoy + "/.git' > " + c->candidate_dir + "/.git && echo edit > " +
+     c->candidate_dir + "/kernel.cc");
+  ASSERT_TRUE(ws.Clean(*c).ok());
+  EXPECT_EQ(Slurp(c->candidate_dir + "/kernel.cc"), "v2\n");
+  auto again = ws.Prepare(repo_, "v1", "v1");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(Slurp(again->candidate_dir + "/kernel.cc"), "v1\n");
+  EXPECT_THAT(Slurp(again->candidate_dir + "/.git"), HasSubstr(again->mirror));
+}
+
+// Run as root (CI), the arms' files belong to their sandbox users.
+TEST_F(WorkspaceTest, ArmFilesBelongToTheirSandboxUsers) {
+  if (geteuid() != 0) GTEST_SKIP() << "only root can give files away";
+  Workspace ws(Tmp() + "/ws-owners", 0, &git_, ArmUsers{.baseline = 59010, .candidate = 59011});
+  auto c = ws.Prepare(repo_, "HEAD~1", "HEAD");
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto owner = [](const std::string& path) {
+    struct stat st;
+    return lstat(path.c_str(), &st) == 0 ? st.st_uid : 0u;
+  };
+  EXPECT_EQ(owner(c->baseline_dir + "/kernel.cc"), 59010u);
+  EXPECT_EQ(owner(c->candidate_dir + "/kernel.cc"), 59011u);
+  EXPECT_EQ(owner(c->candidate_dir + "/tests/new_test.cc"), 59011u);
+  EXPECT_EQ(owner(c->candidate.home), 59011u);
+  EXPECT_EQ(owner(c->candidate.cache + "/densegate"), 59011u);
+  EXPECT_EQ(owner(Workspace::TrustedCache(Tmp() + "/ws-owners")), 59010u);
 }
 
 TEST_F(WorkspaceTest, UnknownRefIsNotFound) {

@@ -100,6 +100,7 @@ v1::Verdict MakeVerdict(const GateInput& input, const GateResult& result,
   p->set_node_id(context.node_id);
   p->set_node_fingerprint(context.node_fingerprint);
   p->set_software_version(context.software_version);
+  p->set_isolation(context.isolation);
   p->set_statistics_seed(input.seed);
   for (const auto& b : context.benchmark_inputs) *p->add_benchmark_inputs() = b;
   *v.mutable_decided_at() = google::protobuf::util::TimeUtil::NanosecondsToTimestamp(
@@ -173,6 +174,7 @@ absl::StatusOr<Recomputation> RecomputeVerdict(Store& store,
   context.node_id = provenance.node_id();
   context.node_fingerprint = provenance.node_fingerprint();
   context.software_version = provenance.software_version();
+  context.isolation = provenance.isolation();
   context.sample_ids.assign(provenance.sample_ids().begin(), provenance.sample_ids().end());
   context.stages.assign(stored->stages().begin(), stored->stages().end());
   context.benchmark_inputs.assign(provenance.benchmark_inputs().begin(),

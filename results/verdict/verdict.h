@@ -42,6 +42,7 @@ struct VerdictContext {
   std::string node_id;
   std::string node_fingerprint;
   std::string software_version;
+  std::string isolation;
   std::vector<int64_t> sample_ids;
   std::vector<v1::Stage> stages;
   std::vector<v1::BenchmarkInputs> benchmark_inputs;

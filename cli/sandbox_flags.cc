@@ -1,0 +1,35 @@
+#include "cli/sandbox_flags.h"
+
+#include <iostream>
+
+namespace densegate::cli {
+
+void AddSandboxFlags(CLI::App* cmd, SandboxFlags* flags) {
+  cmd->add_flag("--unsafe_no_sandbox", flags->unsafe_no_sandbox,
+                "development only: run every arm's commands as this process's user, "
+                "without the bubblewrap sandbox (verdicts say so)");
+  cmd->add_option("--sandbox_uid", flags->sandbox_uid,
+                  "host user the baseline arm runs as; the candidate arm of slot S runs as "
+                  "this + 1 + S (nodes sharing a machine need ranges that do not overlap)")
+      ->capture_default_str();
+}
+
+absl::StatusOr<std::unique_ptr<harness::ProcessLauncher>> NewArmLauncher(
+    const SandboxFlags& flags, const std::string& command) {
+  harness::SandboxOptions options;
+  options.unsafe_no_sandbox = flags.unsafe_no_sandbox;
+  if (flags.unsafe_no_sandbox) {
+    std::cerr << "densegate " << command
+              << ": WARNING: --unsafe_no_sandbox: candidates run with this process's rights; "
+                 "for development only\n";
+  } else if (absl::Status s = harness::CheckSandbox(options); !s.ok()) {
+    return s;
+  }
+  return harness::NewSandboxLauncher(options);
+}
+
+std::string Isolation(const SandboxFlags& flags) {
+  return flags.unsafe_no_sandbox ? "none: --unsafe_no_sandbox (development only)" : "bubblewrap";
+}
+
+}  // namespace densegate::cli
