@@ -400,6 +400,11 @@ class SandboxLauncher : public ProcessLauncher {
     for (const std::string& name : options_.pass_through) {
       if (const char* v = std::getenv(name.c_str())) env[name] = v;
     }
+    if (Confined(spec)) {
+      // The sandbox user has no passwd entry; tools that need a name (Bazel
+      // keys its output root by it) take these.
+      env["USER"] = env["LOGNAME"] = absl::StrCat("densegate-", spec.confinement->uid);
+    }
     for (const auto& [k, v] : spec.env) env[k] = v;
     std::vector<std::string> out;
     for (const auto& [k, v] : env) out.push_back(absl::StrCat(k, "=", v));
@@ -646,6 +651,14 @@ class SandboxLauncher : public ProcessLauncher {
     if (pipe2(report_pipe, O_CLOEXEC) != 0 ||
         (piped && (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0))) {
       return absl::UnavailableError(absl::StrCat("pipe: ", std::strerror(errno)));
+    }
+    // The child writes its report last, after it has placed kReadyFd: the
+    // report pipe must not be the descriptor that placement overwrites.
+    for (int& fd : report_pipe) {
+      int high = fcntl(fd, F_DUPFD_CLOEXEC, kReadyFd + 1);
+      if (high < 0) return absl::UnavailableError(absl::StrCat("fcntl: ", std::strerror(errno)));
+      close(fd);
+      fd = high;
     }
     PreparedSandbox sandbox;
     if (confined) {
