@@ -138,10 +138,14 @@ class Evaluation {
   // runner or benchmark can keep nothing (hidden inputs included) for later.
   enum class Access { kBuild, kMeasure };
   Confinement ArmSandbox(bool candidate, Access access) const;
-  // The users the arms run as, when the node can give them their files.
+  // The host user an arm's sandbox runs as (EvaluatorOptions::sandbox_uid).
+  uint32_t ArmUid(bool candidate) const {
+    return candidate ? options_.sandbox_uid + 1 + options_.slot : options_.sandbox_uid;
+  }
+  // The users the arms' files go to, when the node can give them away.
   ArmUsers Users() const {
     if (geteuid() != 0) return {};
-    return {options_.sandbox_uid, options_.sandbox_uid + 1 + options_.slot};
+    return {ArmUid(false), ArmUid(true)};
   }
   // Kills whatever the candidate still runs (its shared sandbox); the
   // baseline's sandbox and Bazel server stay for the next evaluation.
@@ -227,7 +231,7 @@ class Evaluation {
 Confinement Evaluation::ArmSandbox(bool candidate, Access access) const {
   const ArmArea& area = candidate ? checkout_.candidate : checkout_.baseline;
   Confinement c;
-  c.uid = candidate ? options_.sandbox_uid + 1 + options_.slot : options_.sandbox_uid;
+  c.uid = ArmUid(candidate);
   c.gid = c.uid;
   if (access == Access::kBuild) {
     c.sandbox = ArmDir(candidate);

@@ -273,6 +273,9 @@ TEST_F(LauncherTest, SeccompRefusesWhatWouldReachPastTheSandbox) {
   EXPECT_THAT(out, HasSubstr("fork=allowed\n"));
 }
 
+// A number for `sleep` that no other test process uses.
+std::string Tag(int base) { return absl::StrCat(base, getpid()); }
+
 // Starts `sleep <tag>` in a session of its own (as Bazel's server daemonizes)
 // and returns once it has left the command's process group, which the
 // launcher kills when the command ends.
@@ -281,38 +284,47 @@ std::string Daemon(const std::string& tag) {
                       "while [ \"$(cut -d' ' -f6 /proc/$p/stat)\" != \"$p\" ]; do :; done; echo up");
 }
 
+// A command printing how many processes it sees running `sleep <tag>` (the
+// bracket keeps the command's own line from matching).
+std::string CountSleeping(const std::string& tag) {
+  return absl::StrCat("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c 'sleep [",
+                      tag.substr(0, 1), "]", tag.substr(1), "'; true");
+}
+
 TEST_F(LauncherTest, SharedSandboxKeepsItsDaemonsUntilEnded) {
   REQUIRE_SANDBOX();
   Confinement shared{.sandbox = "arm"};
-  const char* kCount = "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c 'sleep 424[2]'";
-  auto first = launcher_->Run(Confined(Daemon("4242"), shared));
+  const std::string tag = Tag(4242);
+  const std::string count = CountSleeping(tag);
+  auto first = launcher_->Run(Confined(Daemon(tag), shared));
   ASSERT_TRUE(first.ok()) << first.status();
   auto second = launcher_->Run(Confined(
-      absl::StrCat("id -u; grep CapEff /proc/self/status; ", kCount), shared));
+      absl::StrCat("id -u; grep CapEff /proc/self/status; ", count), shared));
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(Slurp(Tmp() + "/out.txt"), absl::StrCat(kUid, "\nCapEff:\t0000000000000000\n1\n"))
-      << "the next command of the arm sees its daemon, as the same user";
+      << "the next command of the arm sees its daemon, as the same user; "
+      << second->Describe() << ": " << Slurp(Tmp() + "/err.txt");
   // Another sandbox sees nothing of it, and ending the arm kills it.
-  auto other = launcher_->Run(Confined(kCount, Confinement{.sandbox = "other", .uid = kUid + 1,
+  auto other = launcher_->Run(Confined(count, Confinement{.sandbox = "other", .uid = kUid + 1,
                                                            .gid = kUid + 1}));
   ASSERT_TRUE(other.ok());
   EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "0\n");
   launcher_->EndSandbox("arm");
-  auto after = launcher_->Run(Confined(kCount, shared));
+  auto after = launcher_->Run(Confined(count, shared));
   ASSERT_TRUE(after.ok());
-  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "0\n");
+  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "0\n") << after->Describe() << Slurp(Tmp() + "/err.txt");
   // Nothing of it is left on the host either.
-  auto host = launcher_->Run(Shell(std::string(kCount) + "; true"));
+  auto host = launcher_->Run(Shell(count));
   ASSERT_TRUE(host.ok());
   EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "0\n");
 }
 
 TEST_F(LauncherTest, OwnSandboxTakesItsDaemonsWithIt) {
   REQUIRE_SANDBOX();
-  auto r = launcher_->Run(Confined(Daemon("4343")));
+  const std::string tag = Tag(4343);
+  auto r = launcher_->Run(Confined(Daemon(tag)));
   ASSERT_TRUE(r.ok()) << r.status();
-  auto host = launcher_->Run(
-      Shell("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c 'sleep 434[3]'; true"));
+  auto host = launcher_->Run(Shell(CountSleeping(tag)));
   ASSERT_TRUE(host.ok());
   EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "0\n");
 }
@@ -373,13 +385,13 @@ TEST_F(LauncherTest, ForkBombStopsAtTheProcessLimit) {
 
 TEST_F(LauncherTest, TimeoutKillsAConfinedCommandAndItsChildren) {
   REQUIRE_SANDBOX();
-  ProcessSpec spec = Confined("sleep 4444 & sleep 4445");
+  const std::string tag = Tag(4444);
+  ProcessSpec spec = Confined(absl::StrCat("sleep ", tag, " & sleep ", tag));
   spec.wall_timeout = absl::Milliseconds(500);
   auto r = launcher_->Run(spec);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->timed_out);
-  auto host = launcher_->Run(
-      Shell("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c 'sleep 444[4-5]'; true"));
+  auto host = launcher_->Run(Shell(CountSleeping(tag)));
   ASSERT_TRUE(host.ok());
   EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "0\n");
 }

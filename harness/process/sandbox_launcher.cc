@@ -12,7 +12,6 @@
 // reparented to the holder's PID 1; killing the holder ends the namespace and
 // everything in it.
 #include <fcntl.h>
-#include <grp.h>
 #include <linux/close_range.h>
 #include <linux/nsfs.h>
 #include <sys/mman.h>
@@ -46,7 +45,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "harness/process/launcher.h"
 #include "harness/process/seccomp_filter.h"
@@ -292,6 +290,18 @@ absl::StatusOr<pid_t> ReadChildPid(int fd, absl::Duration timeout) {
   return pid;
 }
 
+// Becomes `uid`/`gid` with no supplementary groups and no way back
+// (no_new_privs). Only raw system calls, so a child forked from a threaded
+// process may call it: glibc's wrappers coordinate threads. Changing user
+// makes a process undumpable, which hides its own /proc/self/fd from it;
+// bwrap binds through that, so it is made dumpable again.
+bool BecomeUser(uint32_t uid, uint32_t gid) {
+  return syscall(SYS_setgroups, 0, nullptr) == 0 &&
+         syscall(SYS_setresgid, gid, gid, gid) == 0 &&
+         syscall(SYS_setresuid, uid, uid, uid) == 0 &&
+         prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) == 0;
+}
+
 void CloseFd(int& fd) {
   if (fd >= 0) close(fd);
   fd = -1;
@@ -336,7 +346,8 @@ struct SharedSandbox {
 // What a confined command's child needs, prepared before fork.
 struct PreparedSandbox {
   std::vector<std::string> args;  // bwrap's arguments, up to "--".
-  // (child fd, parent fd) pairs: bind sources, namespaces, seccomp program.
+  // (child fd, parent fd) pairs: the shared sandbox's namespaces, the
+  // seccomp program, the ready pipe (at ready_high).
   std::vector<std::pair<int, int>> fds;
   int netns = -1;  // Entered before bwrap runs; -1: bwrap makes its own.
   int seccomp_fd = -1;
@@ -462,12 +473,7 @@ class SandboxLauncher : public ProcessLauncher {
       dup2(devnull, 1);
       dup2(info[1], 3);
       if (c.max_processes > 0) setrlimit(RLIMIT_NPROC, &nproc);
-      if (syscall(SYS_setgroups, 0, nullptr) != 0 ||
-          syscall(SYS_setresgid, c.gid, c.gid, c.gid) != 0 ||
-          syscall(SYS_setresuid, c.uid, c.uid, c.uid) != 0) {
-        _exit(126);
-      }
-      prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+      if (!BecomeUser(c.uid, c.gid)) _exit(126);
       syscall(SYS_close_range, 4, ~0U, CLOSE_RANGE_CLOEXEC);
       execve(argv[0], argv.data(), envp);
       _exit(127);
@@ -613,13 +619,17 @@ class SandboxLauncher : public ProcessLauncher {
     };
     if (c.sandbox.empty()) {
       a.insert(a.end(), {"--unshare-user", "--unshare-pid", "--unshare-net",
-                         "--unshare-cgroup-try", "--disable-userns"});
+                         "--unshare-cgroup-try", "--disable-userns", "--die-with-parent"});
     } else {
+      // No --die-with-parent here: joining a PID namespace, bwrap starts the
+      // command from an intermediate process that exits at once, and the
+      // command's parent-death signal then sometimes killed it (about 1 run
+      // in 20). The holder dies with the node and takes the namespace, and
+      // so every process of the shared sandbox, with it.
       for (const auto& [fd, option] : namespaces) a.insert(a.end(), {option, place(fd)});
     }
     a.insert(a.end(), {"--uid", absl::StrCat(c.uid), "--gid", absl::StrCat(c.gid),
-                       "--unshare-ipc", "--unshare-uts", "--hostname", "densegate-sandbox",
-                       "--die-with-parent"});
+                       "--unshare-ipc", "--unshare-uts", "--hostname", "densegate-sandbox"});
     for (std::string& arg : SystemViewArgs()) a.push_back(std::move(arg));
     a.insert(a.end(), {"--size", absl::StrCat(c.tmp_bytes), "--tmpfs", "/tmp"});
     // Bind mounts in the order given: a later, deeper path overlays.
@@ -660,19 +670,21 @@ class SandboxLauncher : public ProcessLauncher {
       close(fd);
       fd = high;
     }
+    // Unconfined commands share the launcher's namespace; a confinement
+    // ignored under unsafe_no_sandbox still keeps the network out.
+    const bool launcher_network = !confined && (spec.isolate_network || spec.confinement.has_value());
     PreparedSandbox sandbox;
     if (confined) {
       const int min_fd =
           std::max({report_pipe[0], report_pipe[1], in_pipe[0], in_pipe[1], out_pipe[0],
                     out_pipe[1]}) + 1;
       if (absl::Status s = PrepareSandbox(spec, min_fd, &sandbox); !s.ok()) return s;
-    } else if (spec.isolate_network || spec.confinement.has_value()) {
+    } else if (launcher_network) {
       std::call_once(network_namespace_once_,
                      [this] { network_namespace_ = NewNetworkNamespace(); });
     }
     const int network_namespace =
-        confined ? sandbox.netns
-                 : (spec.isolate_network || spec.confinement.has_value() ? network_namespace_ : -1);
+        confined ? sandbox.netns : (launcher_network ? network_namespace_ : -1);
     // Unconfined processes get a private directory on the scratch root; a
     // sandbox has its own /tmp.
     std::string scratch;
@@ -812,19 +824,7 @@ class SandboxLauncher : public ProcessLauncher {
         }
       }
       if (confined && fcntl(kReadyFd, F_SETFD, 0) < 0) fail(kFds);
-      if (confined) {
-        // Raw system calls: glibc's wrappers coordinate threads, and this
-        // child of a threaded process has only one.
-        if (syscall(SYS_setgroups, 0, nullptr) != 0 ||
-            syscall(SYS_setresgid, gid, gid, gid) != 0 ||
-            syscall(SYS_setresuid, uid, uid, uid) != 0 ||
-            prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-            // Changing user made the process undumpable, which hides its
-            // own /proc/self/fd from it, and bwrap binds through that.
-            prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0) {
-          fail(kUser);
-        }
-      }
+      if (confined && !BecomeUser(uid, gid)) fail(kUser);
       (void)!write(report_pipe[1], &report, sizeof(report));
       execve(program.c_str(), argv.data(), envp.data());
       report.network_isolated = 0;
@@ -881,17 +881,15 @@ class SandboxLauncher : public ProcessLauncher {
       do {
         ready = poll(p, 2, 60000);
       } while (ready < 0 && errno == EINTR);
-      if (ready > 0 && !(p[0].revents & POLLIN)) {
-        // bwrap exited: only a byte already written still counts.
-        p[0].revents = poll(p, 1, 0) > 0 ? p[0].revents : 0;
-      }
-      if (ready <= 0 || !(p[0].revents & POLLIN) || read(sandbox.ready[0], &byte, 1) != 1) {
+      // Whichever woke us, only a byte written before bwrap exited counts.
+      if (ready <= 0 || poll(p, 1, 0) != 1 || read(sandbox.ready[0], &byte, 1) != 1) {
         ProcessResult r = child->WaitAndReap(absl::ZeroDuration());
-        std::string why = spec.stderr_path.empty()
-                              ? r.Describe()
-                              : std::string(absl::StripAsciiWhitespace(ReadOutputFile(spec.stderr_path)));
+        std::string why = r.Describe();
+        if (!spec.stderr_path.empty()) {
+          absl::StrAppend(&why, ": ", absl::StripAsciiWhitespace(ReadOutputFile(spec.stderr_path)));
+        }
         return absl::FailedPreconditionError(absl::StrFormat(
-            "cannot set up the sandbox for %s: %s", spec.argv[0], why));
+            "cannot set up the sandbox for %s: bwrap %s", spec.argv[0], why));
       }
     }
     return child;
@@ -925,8 +923,7 @@ absl::Status CheckSandbox(const SandboxOptions& options) {
         "the sandbox runs each arm as a user of its own, which needs the node to run as "
         "root; run it as root, or pass --unsafe_no_sandbox for development only");
   }
-  SandboxOptions quiet = options;
-  std::unique_ptr<ProcessLauncher> launcher = NewSandboxLauncher(quiet);
+  std::unique_ptr<ProcessLauncher> launcher = NewSandboxLauncher(options);
   char dir[] = "/tmp/densegate-sandbox-check.XXXXXX";
   if (mkdtemp(dir) == nullptr) {
     return absl::UnavailableError(absl::StrCat("mkdtemp: ", std::strerror(errno)));
