@@ -128,10 +128,15 @@ absl::StatusOr<ArmArea> Workspace::PrepareArm(const std::string& slot, const std
   ArmArea area;
   area.home = absl::StrCat(slot, "/home-", arm);
   area.cache = absl::StrCat(slot, "/cache-", arm);
-  std::error_code ec;
-  std::filesystem::remove_all(area.home, ec);
   for (const std::string& dir : {area.home, area.cache}) {
     if (absl::Status made = MakeDirs(dir); !made.ok()) return made;
+  }
+  // Emptied, not replaced: a Bazel server left in the baseline's sandbox
+  // sees HOME through a bind mount of this very directory, and a new one
+  // would leave it a deleted, empty HOME (its output base unreachable).
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(area.home, ec)) {
+    std::filesystem::remove_all(entry.path(), ec);
   }
   if (symlink(area.cache.c_str(), (area.home + "/.cache").c_str()) != 0) {
     return absl::FailedPreconditionError(absl::StrFormat("cannot link %s/.cache", area.home));

@@ -1,5 +1,6 @@
 #include "harness/workspace/workspace.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -119,9 +120,20 @@ TEST_F(WorkspaceTest, ArmsGetFreshHomesAndSeparateBuildCaches) {
   auto c = ws.Prepare(repo_, "HEAD~1", "HEAD");
   ASSERT_TRUE(c.ok()) << c.status();
   Sh("echo left > " + c->candidate.home + "/note && echo kept > " + c->candidate.home +
-     "/.cache/state");
+     "/.cache/state && mkdir " + c->candidate.home + "/dir && touch " + c->candidate.home +
+     "/.hidden");
+  // Held open like a server's bind mount of it.
+  const int held = open(c->candidate.home.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(held, 0);
   auto again = ws.Prepare(repo_, "HEAD~1", "HEAD");
   ASSERT_TRUE(again.ok()) << again.status();
+  // The same directory, emptied, not a new one beside a deleted one.
+  struct stat held_home;
+  ASSERT_EQ(fstat(held, &held_home), 0);
+  close(held);
+  EXPECT_GT(held_home.st_nlink, 0u) << "the held HOME was deleted";
+  EXPECT_NE(access((again->candidate.home + "/dir").c_str(), F_OK), 0);
+  EXPECT_NE(access((again->candidate.home + "/.hidden").c_str(), F_OK), 0);
   EXPECT_NE(access((again->candidate.home + "/note").c_str(), F_OK), 0);
   EXPECT_EQ(Slurp(again->candidate.home + "/.cache/state"), "kept\n");
   char target[4096] = {};
