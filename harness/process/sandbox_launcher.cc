@@ -415,6 +415,10 @@ class SandboxLauncher : public ProcessLauncher {
       // The sandbox user has no passwd entry; tools that need a name (Bazel
       // keys its output root by it) take these.
       env["USER"] = env["LOGNAME"] = absl::StrCat("densegate-", spec.confinement->uid);
+      // LeakSanitizer stops threads with ptrace, which the filter refuses:
+      // without this an instrumented program dies at exit (a command may
+      // still set its own).
+      env["ASAN_OPTIONS"] = "detect_leaks=0";
     }
     for (const auto& [k, v] : spec.env) env[k] = v;
     std::vector<std::string> out;
