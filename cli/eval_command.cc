@@ -102,6 +102,7 @@ int Eval(const EvalArgs& args) {
   std::unique_ptr<harness::MachineProbe> probe = harness::NewCacheSweepProbe({});
   options.machine_probe = probe.get();
   options.sandbox_uid = args.sandbox.sandbox_uid;
+  options.candidate_uid = args.sandbox.candidate_uid;
   options.isolation = Isolation(args.sandbox);
   absl::StatusOr<std::unique_ptr<harness::ProcessLauncher>> launcher =
       NewArmLauncher(args.sandbox, "eval");

@@ -77,6 +77,7 @@ int RunNode(NodeArgs& a) {
     return kExitInfrastructure;
   }
   a.options.sandbox_uid = a.sandbox.sandbox_uid;
+  a.options.candidate_uid = a.sandbox.candidate_uid;
   a.options.isolation = Isolation(a.sandbox);
   harness::NodeWorker worker(a.options, launcher->get());
   absl::Status s = worker.Run();

@@ -9,9 +9,13 @@ void AddSandboxFlags(CLI::App* cmd, SandboxFlags* flags) {
                 "development only: run every arm's commands as this process's user, "
                 "without the bubblewrap sandbox (verdicts say so)");
   cmd->add_option("--sandbox_uid", flags->sandbox_uid,
-                  "host user the baseline arm runs as; the candidate arm of slot S runs as "
-                  "this + 1 + S (nodes sharing a machine need ranges that do not overlap)")
+                  "host user the baseline arm runs as (it alone writes the trusted build "
+                  "cache)")
       ->capture_default_str();
+  cmd->add_option("--candidate_uid", flags->candidate_uid,
+                  "host user the candidate arm of slot 0 runs as, slot S as this + S "
+                  "(default --sandbox_uid + 1; nodes sharing a machine need ranges that do "
+                  "not overlap)");
 }
 
 absl::StatusOr<std::unique_ptr<harness::ProcessLauncher>> NewArmLauncher(

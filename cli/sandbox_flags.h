@@ -1,4 +1,4 @@
-// --unsafe_no_sandbox and --sandbox_uid, shared by `densegate node` and
+// --unsafe_no_sandbox, --sandbox_uid and --candidate_uid, shared by `densegate node` and
 // `densegate eval`: the launcher every arm command goes through, checked
 // before any work is taken.
 #ifndef DENSEGATE_CLI_SANDBOX_FLAGS_H_
@@ -17,6 +17,7 @@ namespace densegate::cli {
 struct SandboxFlags {
   bool unsafe_no_sandbox = false;
   uint32_t sandbox_uid = 59000;
+  uint32_t candidate_uid = 0;  // 0: sandbox_uid + 1.
 };
 
 void AddSandboxFlags(CLI::App* cmd, SandboxFlags* flags);

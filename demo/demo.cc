@@ -237,17 +237,25 @@ absl::Status Demo::StartServices() {
   if (cpus_a == cpus_b) {
     out_ << "note: one CPU only, so both nodes share it; benchmarks will disturb each other\n";
   }
-  // Each node's arms run as users of their own (no two nodes share a
-  // sandbox user), so each node also keeps its own trusted build cache.
-  for (const auto& [name, cpus, uid] :
-       {std::tuple{"node-a", cpus_a, "59000"}, std::tuple{"node-b", cpus_b, "59100"}}) {
+  // Both nodes' baseline arms run as one user and share one trusted build
+  // cache: the second node builds what the first already built from it.
+  // Their candidate arms run as users of their own.
+  const std::string shared = o_.cache_dir + "/bazel-shared";
+  fs::create_directories(shared, ec);
+  for (const auto& [name, cpus, candidate_uid] :
+       {std::tuple{"node-a", cpus_a, "59001"}, std::tuple{"node-b", cpus_b, "59101"}}) {
     const std::string ws = o_.cache_dir + "/nodes/" + name;
+    const std::string link = ws + "/shared-cache";
     fs::create_directories(ws, ec);
+    if (!ec && !fs::is_symlink(link)) {
+      fs::remove_all(link, ec);
+      if (!ec) fs::create_directory_symlink(shared, link, ec);
+    }
     if (ec) return absl::InternalError(absl::StrFormat("cannot prepare %s: %s", ws, ec.message()));
     NodeSpec spec{name, cpus,
                   {o_.densegate_binary, "node", "--server", address_, "--token", tokens_.node,
                    "--name", name, "--workspace", ws, "--host_lock", o_.cache_dir + "/host.lock",
-                   "--sandbox_uid", uid}};
+                   "--sandbox_uid", "59000", "--candidate_uid", candidate_uid}};
     if (!cpus.empty()) {
       spec.argv.push_back("--cpus");
       spec.argv.push_back(absl::StrJoin(cpus, ","));

@@ -140,7 +140,9 @@ class Evaluation {
   Confinement ArmSandbox(bool candidate, Access access) const;
   // The host user an arm's sandbox runs as (EvaluatorOptions::sandbox_uid).
   uint32_t ArmUid(bool candidate) const {
-    return candidate ? options_.sandbox_uid + 1 + options_.slot : options_.sandbox_uid;
+    if (!candidate) return options_.sandbox_uid;
+    uint32_t first = options_.candidate_uid != 0 ? options_.candidate_uid : options_.sandbox_uid + 1;
+    return first + options_.slot;
   }
   // The users the arms' files go to, when the node can give them away.
   ArmUsers Users() const {
@@ -236,6 +238,7 @@ Confinement Evaluation::ArmSandbox(bool candidate, Access access) const {
   if (access == Access::kBuild) {
     c.sandbox = ArmDir(candidate);
     c.writable = area.writable;
+    c.read_only = area.read_only;
   } else {
     c.read_only = area.writable;
   }

@@ -101,10 +101,12 @@ struct EvaluatorOptions {
   // CPUs the measured processes are pinned to; empty: any.
   std::vector<int> cpus;
   // Host users the arms' sandboxes run as (never the node's): every
-  // baseline arm as `sandbox_uid` (they share the node's trusted build
-  // cache), the candidate arm of slot s as sandbox_uid + 1 + s. Nodes that
-  // share a machine need ranges that do not overlap.
+  // baseline arm as `sandbox_uid` (they write the trusted build cache), the
+  // candidate arm of slot s as candidate_uid + s (0: sandbox_uid + 1).
+  // Nodes that share a machine need candidate ranges that do not overlap;
+  // they may share the baseline user, and with it a trusted cache.
   uint32_t sandbox_uid = 59000;
+  uint32_t candidate_uid = 0;
   // How the launcher isolates arms, for the verdict's provenance.
   std::string isolation = "bubblewrap";
   // Free space the workspace's filesystem must keep. Below it, before a

@@ -872,38 +872,67 @@ g++ -O2 -std=c++17 -o check check.cc
   EXPECT_EQ(o.verdict.provenance().isolation(), "bubblewrap");
 }
 
-// A candidate's build writes a cache entry where the baseline's build
-// cache lives for it; the baseline's (the node's trusted cache) never sees it.
-TEST_F(EvalTest, CandidateCannotWriteTheBaselinesBuildCache) {
+// The workload caches its build by the sources' digest under
+// ~/.cache/densegate, as Bazel's disk cache does: a baseline build reuses the
+// binary cached for its sources. A candidate's build writes a forged binary
+// under the baseline's key; the next baseline build of the same sources
+// still runs what a baseline build made (its binary's bytes before and
+// after), while the candidate could read the trusted entry.
+TEST_F(EvalTest, ACandidatesForgedCacheEntryChangesNothingTheBaselineRuns) {
   REQUIRE_SANDBOX();
-  Write("build.sh", R"sh(#!/bin/sh
+  const std::string cached_build = R"sh(
 set -e
-mkdir -p "$HOME/.cache/densegate/cas"
-echo forged > "$HOME/.cache/densegate/cas/forged-entry"
-g++ -O2 -std=c++17 -o bench bench.cc -lbenchmark -lpthread
+key=$(cat bench.cc checksum.h | sha256sum | cut -c1-16)
+entry="$HOME/.cache/densegate/bench-$key"
+if [ -f "$entry" ]; then
+  cp "$entry" bench && echo "CACHE-HIT"
+else
+  g++ -O2 -std=c++17 -o bench bench.cc -lbenchmark -lpthread
+  cp bench "$entry.tmp" 2>/dev/null && mv "$entry.tmp" "$entry" || true
+fi
+sha256sum bench | sed 's/^/BENCH-DIGEST /'
 g++ -O2 -std=c++17 -o check check.cc
-)sh");
-  Commit("forge a cache entry");
+)sh";
+  Write("build.sh", "#!/bin/sh" + cached_build);
+  Commit("build through a cache");
+  Commit("the same sources");
   Eval(v1::NO_REGRESSION);
-  const std::string ws = Tmp() + "/ws-" + name_;
-  bool in_trusted = false, in_own = false;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(
-           ws, std::filesystem::directory_options::follow_directory_symlink)) {
-    if (e.path().filename() != "forged-entry") continue;
-    // Reached through the home's .cache link too: where it really is.
-    const std::string path = std::filesystem::canonical(e.path()).string();
-    if (path.find("/cache-candidate/") != std::string::npos) {
-      in_own = true;
-    } else {
-      in_trusted = true;
-      ADD_FAILURE() << "forged entry outside the candidate's cache: " << path;
-    }
-  }
-  EXPECT_TRUE(in_own) << "the candidate's own cache keeps what it wrote";
-  EXPECT_FALSE(in_trusted);
+  // The evaluation cleans the worktrees: the build logs the digest.
+  auto baseline_digest = [&] {
+    const std::string log = Slurp(Tmp() + "/out-" + name_ + "/logs/build-baseline.out");
+    size_t at = log.find("BENCH-DIGEST ");
+    return at == std::string::npos ? std::string() : log.substr(at, 13 + 64);
+  };
+  const std::string built = baseline_digest();
+  ASSERT_FALSE(built.empty());
+  EXPECT_THAT(Slurp(Tmp() + "/out-" + name_ + "/logs/build-candidate.out"),
+              HasSubstr("CACHE-HIT"))
+      << "the candidate reads what the baseline cached";
+
+  Write("build.sh", R"sh(#!/bin/sh
+key=$(cat bench.cc checksum.h | sha256sum | cut -c1-16)
+printf '#!/bin/sh\necho forged\n' > /tmp/forged
+for entry in "$HOME/.cache/densegate/bench-$key" "$(readlink -f "$HOME/.cache/densegate")/bench-$key"; do
+  cp /tmp/forged "$entry" 2>/dev/null && echo "TRICK-cache-written $entry"
+  touch "$entry" 2>/dev/null && echo "TRICK-cache-touched $entry"
+done)sh" + cached_build);
+  Commit("forge the cache entry of the baseline");
+  Eval(v1::NO_REGRESSION);
+  const std::string log = Slurp(Tmp() + "/out-" + name_ + "/logs/build-candidate.out");
+  EXPECT_THAT(log, Not(HasSubstr("TRICK"))) << log;
+
+  // Baselines build first: the next evaluation's baseline is the one the
+  // forged entry was meant for.
+  Write("build.sh", "#!/bin/sh" + cached_build);
+  Commit("build through the cache again");
+  Commit("the same sources again");
+  Eval(v1::NO_REGRESSION);
+  EXPECT_THAT(Slurp(Tmp() + "/out-" + name_ + "/logs/build-baseline.out"), HasSubstr("CACHE-HIT"));
+  EXPECT_EQ(baseline_digest(), built) << "the baseline ran a binary its build did not make";
 }
 
-// What a candidate leaves in its HOME or /tmp is gone for the next one.
+// What a candidate leaves in its HOME, its cache or /tmp is gone for the next
+// one.
 TEST_F(EvalTest, NothingACandidateWritesReachesTheNextEvaluation) {
   REQUIRE_SANDBOX();
   auto with_build_prefix = [&](const std::string& lines) {
@@ -913,11 +942,14 @@ g++ -O2 -std=c++17 -o bench bench.cc -lbenchmark -lpthread
 g++ -O2 -std=c++17 -o check check.cc
 )sh");
   };
-  with_build_prefix("echo kept > \"$HOME/note\"; echo kept > /tmp/note; echo kept > ../note");
+  with_build_prefix(
+      "echo kept > \"$HOME/note\"; echo kept > \"$HOME/.cache/note\"; echo kept > /tmp/note; "
+      "echo kept > ../note");
   Commit("leave notes");
   Eval(v1::NO_REGRESSION);
   with_build_prefix(
-      "cat \"$HOME/note\" /tmp/note ../note 2>/dev/null | sed 's/^/SEEN-/'; "
+      "cat \"$HOME/note\" \"$HOME/.cache/note\" /tmp/note ../note 2>/dev/null | "
+      "sed 's/^/SEEN-/'; "
       "ls \"$HOME\" | sed 's/^/HOME-HAS-/'");
   Commit("read notes");
   Eval(v1::NO_REGRESSION);

@@ -273,6 +273,7 @@ absl::StatusOr<std::optional<v1::Lease>> NodeWorker::RunLease(const v1::Lease& l
     eo.software_version = options_.software_version;
     eo.cpus = options_.cpus;
     eo.sandbox_uid = options_.sandbox_uid;
+    eo.candidate_uid = options_.candidate_uid;
     eo.isolation = options_.isolation;
     eo.host_lock = options_.host_lock;
     eo.precision_baselines = &precision_baselines_;

@@ -42,8 +42,9 @@ struct NodeWorkerOptions {
   std::string name;   // Unique per node; default: the host name.
   std::string workspace_root;
   std::vector<int> cpus;  // Measured processes are pinned here.
-  // EvaluatorOptions::sandbox_uid and Provenance.isolation.
+  // EvaluatorOptions::sandbox_uid, candidate_uid and Provenance.isolation.
   uint32_t sandbox_uid = 59000;
+  uint32_t candidate_uid = 0;
   std::string isolation = "bubblewrap";
   // When other nodes share the machine (not owned): measurements, the A/A
   // calibration included, run alone (see HostLock).

@@ -131,6 +131,24 @@ std::string RemoveTree(const std::string& dir) {
   return ec ? dir : "";
 }
 
+// A /proc file's text; empty when it cannot be read (its process is gone).
+std::string ReadProcFile(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string text;
+  char buf[1024];
+  for (ssize_t n; (n = read(fd, buf, sizeof(buf))) != 0;) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      text.clear();
+      break;
+    }
+    text.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return text;
+}
+
 class ChildProcess : public RunningProcess {
  public:
   ChildProcess(pid_t pid, int pidfd, int stdin_fd, int stdout_fd,
@@ -156,8 +174,9 @@ class ChildProcess : public RunningProcess {
     for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
       const std::string name = entry.path().filename();
       if (name.empty() || name[0] < '0' || name[0] > '9') continue;
-      std::ifstream in(entry.path() / "stat");
-      std::string text((std::istreambuf_iterator<char>(in)), {});
+      // read(2), not a stream: a process that exits meanwhile fails the
+      // read with ESRCH, which libstdc++'s stream iterators throw on.
+      std::string text = ReadProcFile(entry.path() / "stat");
       // Fields after the parenthesized command name: state is the 3rd
       // field of the line, pgrp the 5th, utime and stime the 14th and 15th.
       size_t close = text.rfind(')');

@@ -133,29 +133,42 @@ absl::StatusOr<ArmArea> Workspace::PrepareArm(const std::string& slot, const std
   }
   // Emptied, not replaced: a Bazel server left in the baseline's sandbox
   // sees HOME through a bind mount of this very directory, and a new one
-  // would leave it a deleted, empty HOME (its output base unreachable).
+  // would leave it a deleted, empty HOME (its output base unreachable). The
+  // candidate's sandbox, and its server, end with each evaluation, so its
+  // cache goes too.
+  const bool candidate = arm == "candidate";
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(area.home, ec)) {
-    std::filesystem::remove_all(entry.path(), ec);
+  for (const std::string& dir : candidate ? std::vector{area.home, area.cache}
+                                          : std::vector{area.home}) {
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      std::filesystem::remove_all(entry.path(), ec);
+    }
   }
   if (symlink(area.cache.c_str(), (area.home + "/.cache").c_str()) != 0) {
     return absl::FailedPreconditionError(absl::StrFormat("cannot link %s/.cache", area.home));
   }
   area.writable = {worktree, area.home, area.cache};
+  const std::string trusted = TrustedCache(root_);
+  if (absl::Status made = MakeDirs(trusted); !made.ok()) return made;
   const std::string build_cache = area.cache + "/densegate";
-  if (arm == "baseline") {
-    const std::string trusted = TrustedCache(root_);
-    if (absl::Status made = MakeDirs(trusted); !made.ok()) return made;
-    if (access(build_cache.c_str(), F_OK) != 0 &&
-        symlink(trusted.c_str(), build_cache.c_str()) != 0) {
-      return absl::FailedPreconditionError(absl::StrFormat("cannot link %s", build_cache));
+  if (access(build_cache.c_str(), F_OK) != 0 &&
+      symlink(trusted.c_str(), build_cache.c_str()) != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat("cannot link %s", build_cache));
+  }
+  if (candidate) {
+    area.read_only.push_back(trusted);
+    // Bazel tries to store each action it ran in the disk cache and warns
+    // when it cannot; the mount refuses it anyway, so do not ask.
+    std::ofstream rc(area.home + "/.bazelrc");
+    rc << "build --noremote_upload_local_results\n";
+    if (!rc.flush()) {
+      return absl::FailedPreconditionError(absl::StrFormat("cannot write %s/.bazelrc", area.home));
     }
+  } else {
     area.writable.push_back(trusted);
     if (uid != 0 && OwnerOf(trusted) != uid) {
       if (absl::Status s = GiveTo(trusted, uid); !s.ok()) return s;
     }
-  } else if (absl::Status made = MakeDirs(build_cache); !made.ok()) {
-    return made;
   }
   if (uid != 0) {
     // The worktree's files come from git, run by the node; the cache is

@@ -8,16 +8,18 @@
 // ignored files. The repository itself is fetched into one bare mirror per
 // repository.
 //
-// Each arm (ArmArea) has, beside its worktree, a HOME made new and empty at
-// every Prepare (nothing a candidate left there reaches a later evaluation)
-// whose .cache links to the arm's persistent cache directory (Bazel's output
-// base lives there). The baseline's cache links its densegate/ to the node's
-// trusted cache, shared by the baseline arms of every slot (Bazel's disk
-// cache); the candidate's densegate/ is its own: a candidate's build reads
-// and writes only candidate caches, so nothing it writes is ever read by a
-// baseline build. When the node runs as root, each arm's areas are owned by
-// its sandbox user (ArmUsers) and git never reads the worktree's own .git
-// file (a candidate could point it elsewhere): it is rewritten first.
+// Each arm (ArmArea) has, beside its worktree, a HOME emptied at every
+// Prepare whose .cache links to the arm's cache directory (Bazel's output
+// base lives there), and, at .cache/densegate, the node's trusted build cache
+// (Bazel's disk cache). Only baseline builds write the trusted cache: the
+// baseline's cache directory persists and holds it writable; the
+// candidate's is emptied at every Prepare too (nothing a candidate writes
+// reaches a later evaluation) and holds the trusted cache read-only, so a
+// candidate build reuses what trusted builds cached but writes no entry a
+// baseline build reads. When the node runs as root, each arm's areas are
+// owned by its sandbox user (ArmUsers) and git never reads the worktree's
+// own .git file (a candidate could point it elsewhere): it is rewritten
+// first.
 //
 // Thread-safety: one Workspace per slot; not for concurrent use.
 #ifndef DENSEGATE_HARNESS_WORKSPACE_WORKSPACE_H_
@@ -38,12 +40,14 @@ struct ArmUsers {
   uint32_t candidate = 0;
 };
 
-// What one arm's commands may write besides their /tmp.
+// What one arm's commands may see besides the system and their /tmp.
 struct ArmArea {
   std::string home;   // HOME: empty at each Prepare, but for .cache.
-  std::string cache;  // Persistent: HOME/.cache links here.
+  std::string cache;  // HOME/.cache links here; the baseline's persists.
   // Worktree, home, cache and, for the baseline, the trusted cache.
   std::vector<std::string> writable;
+  // For the candidate, the trusted cache.
+  std::vector<std::string> read_only;
 };
 
 struct Checkout {
@@ -78,7 +82,7 @@ class Workspace {
   absl::Status Clean(const Checkout& checkout);
 
   // The node's trusted build cache under `root` (only baseline builds write
-  // it).
+  // it; nodes whose baselines run as one user may share it through a link).
   static std::string TrustedCache(const std::string& root) { return root + "/shared-cache"; }
 
  private:

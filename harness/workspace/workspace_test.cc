@@ -114,16 +114,18 @@ TEST_F(WorkspaceTest, PreparesCleanWorktreesAndReusesThem) {
 
 // Each arm's HOME starts empty but for .cache, which persists; only the
 // baseline's build cache is the node's trusted one.
-TEST_F(WorkspaceTest, ArmsGetFreshHomesAndSeparateBuildCaches) {
+TEST_F(WorkspaceTest, ArmsGetFreshHomesAndOnlyTheBaselineWritesTheTrustedCache) {
   const std::string root = Tmp() + "/ws-arms";
+  const std::string trusted = Workspace::TrustedCache(root);
   Workspace ws(root, 0, &git_);
   auto c = ws.Prepare(repo_, "HEAD~1", "HEAD");
   ASSERT_TRUE(c.ok()) << c.status();
-  Sh("echo left > " + c->candidate.home + "/note && echo kept > " + c->candidate.home +
-     "/.cache/state && mkdir " + c->candidate.home + "/dir && touch " + c->candidate.home +
-     "/.hidden");
+  for (const ArmArea* area : {&c->baseline, &c->candidate}) {
+    Sh("echo left > " + area->home + "/note && echo kept > " + area->home +
+       "/.cache/state && mkdir " + area->home + "/dir && touch " + area->home + "/.hidden");
+  }
   // Held open like a server's bind mount of it.
-  const int held = open(c->candidate.home.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  const int held = open(c->baseline.home.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   ASSERT_GE(held, 0);
   auto again = ws.Prepare(repo_, "HEAD~1", "HEAD");
   ASSERT_TRUE(again.ok()) << again.status();
@@ -132,18 +134,26 @@ TEST_F(WorkspaceTest, ArmsGetFreshHomesAndSeparateBuildCaches) {
   ASSERT_EQ(fstat(held, &held_home), 0);
   close(held);
   EXPECT_GT(held_home.st_nlink, 0u) << "the held HOME was deleted";
-  EXPECT_NE(access((again->candidate.home + "/dir").c_str(), F_OK), 0);
-  EXPECT_NE(access((again->candidate.home + "/.hidden").c_str(), F_OK), 0);
-  EXPECT_NE(access((again->candidate.home + "/note").c_str(), F_OK), 0);
-  EXPECT_EQ(Slurp(again->candidate.home + "/.cache/state"), "kept\n");
-  char target[4096] = {};
-  ASSERT_GT(readlink((again->baseline.cache + "/densegate").c_str(), target, sizeof target - 1), 0);
-  EXPECT_EQ(std::string(target), Workspace::TrustedCache(root));
-  struct stat st;
-  ASSERT_EQ(lstat((again->candidate.cache + "/densegate").c_str(), &st), 0);
-  EXPECT_TRUE(S_ISDIR(st.st_mode)) << "the candidate's build cache must be its own";
-  EXPECT_THAT(again->baseline.writable, testing::Contains(Workspace::TrustedCache(root)));
-  EXPECT_THAT(again->candidate.writable, testing::Not(testing::Contains(Workspace::TrustedCache(root))));
+  for (const ArmArea* area : {&again->baseline, &again->candidate}) {
+    EXPECT_NE(access((area->home + "/dir").c_str(), F_OK), 0);
+    EXPECT_NE(access((area->home + "/.hidden").c_str(), F_OK), 0);
+    EXPECT_NE(access((area->home + "/note").c_str(), F_OK), 0);
+  }
+  // The baseline's build state persists; nothing the candidate left does.
+  EXPECT_EQ(Slurp(again->baseline.home + "/.cache/state"), "kept\n");
+  EXPECT_NE(access((again->candidate.home + "/.cache/state").c_str(), F_OK), 0);
+  // Both see the trusted cache at .cache/densegate; only the baseline may
+  // write it, the candidate reads it.
+  for (const ArmArea* area : {&again->baseline, &again->candidate}) {
+    char target[4096] = {};
+    ASSERT_GT(readlink((area->cache + "/densegate").c_str(), target, sizeof target - 1), 0);
+    EXPECT_EQ(std::string(target), trusted);
+  }
+  EXPECT_THAT(again->baseline.writable, testing::Contains(trusted));
+  EXPECT_THAT(again->candidate.writable, testing::Not(testing::Contains(trusted)));
+  EXPECT_THAT(again->candidate.read_only, testing::ElementsAre(trusted));
+  EXPECT_THAT(Slurp(again->candidate.home + "/.bazelrc"),
+              HasSubstr("--noremote_upload_local_results"));
 }
 
 // A candidate may rewrite its worktree's .git to point the node's git at
@@ -178,7 +188,7 @@ TEST_F(WorkspaceTest, ArmFilesBelongToTheirSandboxUsers) {
   EXPECT_EQ(owner(c->candidate_dir + "/kernel.cc"), 59011u);
   EXPECT_EQ(owner(c->candidate_dir + "/tests/new_test.cc"), 59011u);
   EXPECT_EQ(owner(c->candidate.home), 59011u);
-  EXPECT_EQ(owner(c->candidate.cache + "/densegate"), 59011u);
+  EXPECT_EQ(owner(c->candidate.cache), 59011u);
   EXPECT_EQ(owner(Workspace::TrustedCache(Tmp() + "/ws-owners")), 59010u);
 }
 
