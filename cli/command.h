@@ -31,6 +31,7 @@ void AddServeCommand(CLI::App& app, int* exit_code);
 void AddNodeCommand(CLI::App& app, int* exit_code);
 void AddReportCommand(CLI::App& app, int* exit_code);
 void AddDemoCommand(CLI::App& app, int* exit_code);
+void AddTokenCommand(CLI::App& app, int* exit_code);
 // submit, status, watch, cancel, list.
 void AddClientCommands(CLI::App& app, int* exit_code);
 

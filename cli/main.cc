@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   densegate::cli::AddNodeCommand(app, &exit_code);
   densegate::cli::AddReportCommand(app, &exit_code);
   densegate::cli::AddDemoCommand(app, &exit_code);
+  densegate::cli::AddTokenCommand(app, &exit_code);
   densegate::cli::AddClientCommands(app, &exit_code);
 
   // CLI11 reports an unknown command as "a subcommand is required"; name it.

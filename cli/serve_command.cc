@@ -85,8 +85,9 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   AddDbFlag(cmd, &args->db);
   cmd->add_option("--tokens", args->tokens,
-                  "tokens file (ROLE TOKEN [PRINCIPAL] per line); without it only loopback "
-                  "addresses are allowed and every caller is admin");
+                  "tokens file (`densegate token create` adds to it; read again when it "
+                  "changes); without it only loopback addresses are allowed and every "
+                  "caller is admin");
   cmd->add_option("--port_file", args->port_file,
                   "write the bound gRPC port (and on a second line the HTTP port) here");
   cmd->add_option("--tls_cert", args->tls_cert, "server certificate (PEM): serve TLS only");

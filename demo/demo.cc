@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -31,6 +32,7 @@
 #include "proto/densegate.grpc.pb.h"
 #include "results/report/report.h"
 #include "results/store/store.h"
+#include "scheduler/tokens.h"
 
 namespace densegate::demo {
 namespace {
@@ -39,17 +41,9 @@ namespace fs = std::filesystem;
 
 constexpr int kExitMismatch = 1, kExitUsage = 2, kExitInfrastructure = 4;
 
-std::string RandomToken() {
-  std::ifstream urandom("/dev/urandom", std::ios::binary);
-  unsigned char bytes[16] = {};
-  urandom.read(reinterpret_cast<char*>(bytes), sizeof bytes);
-  std::string hex;
-  for (unsigned char b : bytes) absl::StrAppendFormat(&hex, "%02x", b);
-  return hex;
-}
-
 struct Tokens {
-  std::string ci, agent, viewer, node, admin;
+  std::string ci, agent, viewer, admin;
+  std::map<std::string, std::string> nodes;  // By node name.
 };
 
 // The CPUs this process may use, split in two halves, one per node. With a
@@ -196,18 +190,21 @@ absl::Status Demo::StartServices() {
   const std::string db = o_.out_dir + "/densegate.db";
   for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db + suffix, ec);
   db_url_ = "sqlite:" + db;
-  tokens_ = {RandomToken(), RandomToken(), RandomToken(), RandomToken(), RandomToken()};
+  // The tokens file holds hashes only (scheduler/tokens.h); each node has
+  // a token of its own.
   const std::string tokens_path = o_.out_dir + "/tokens";
-  {
-    std::ofstream t(tokens_path);
-    t << "ci " << tokens_.ci << " ci:demo-bot\n"
-      << "agent " << tokens_.agent << " agent:kda-optimizer\n"
-      << "viewer " << tokens_.viewer << " viewer:manager\n"
-      << "node " << tokens_.node << " node:demo\n"
-      << "admin " << tokens_.admin << " admin:demo\n";
-    if (!t) return absl::InternalError("cannot write " + tokens_path);
+  fs::remove(tokens_path, ec);
+  for (auto [token, role, principal] :
+       {std::tuple{&tokens_.ci, scheduler::Role::kCi, "ci:demo-bot"},
+        std::tuple{&tokens_.agent, scheduler::Role::kAgent, "agent:kda-optimizer"},
+        std::tuple{&tokens_.viewer, scheduler::Role::kViewer, "viewer:manager"},
+        std::tuple{&tokens_.admin, scheduler::Role::kAdmin, "admin:demo"},
+        std::tuple{&tokens_.nodes["node-a"], scheduler::Role::kNode, "node-a"},
+        std::tuple{&tokens_.nodes["node-b"], scheduler::Role::kNode, "node-b"}}) {
+    absl::StatusOr<std::string> created = scheduler::CreateToken(tokens_path, role, principal);
+    if (!created.ok()) return created.status();
+    *token = *std::move(created);
   }
-  fs::permissions(tokens_path, fs::perms::owner_read | fs::perms::owner_write, ec);
   const std::string port_file = o_.out_dir + "/ports";
   fs::remove(port_file, ec);
   absl::StatusOr<std::unique_ptr<ServiceProcess>> s = ServiceProcess::Start(
@@ -253,7 +250,8 @@ absl::Status Demo::StartServices() {
     }
     if (ec) return absl::InternalError(absl::StrFormat("cannot prepare %s: %s", ws, ec.message()));
     NodeSpec spec{name, cpus,
-                  {o_.densegate_binary, "node", "--server", address_, "--token", tokens_.node,
+                  {o_.densegate_binary, "node", "--server", address_, "--token",
+                   tokens_.nodes.at(name),
                    "--name", name, "--workspace", ws, "--host_lock", o_.cache_dir + "/host.lock",
                    "--sandbox_uid", "59000", "--candidate_uid", candidate_uid}};
     if (!cpus.empty()) {

@@ -1,46 +1,50 @@
 // Bearer-token authentication and per-role authorization for the gRPC
-// services.
+// services and the HTTP report.
 //
-// A tokens file has one token per line: `ROLE TOKEN [PRINCIPAL]`, where ROLE
-// is ci, agent, viewer, node or admin; blank lines and lines starting with
-// '#' are ignored. Clients send `authorization: Bearer TOKEN` metadata. The
-// principal (default: the role) is what the audit log and the candidate's
-// submitter record; it is never taken from a request.
+// Tokens come from a tokens file (tokens.h: roles, SHA-256 hashes,
+// principals). Clients send `authorization: Bearer TOKEN` metadata; the
+// presented token's hash is looked up. The principal is what the audit log
+// and the candidate's submitter record; it is never taken from a request. A
+// node token's principal is the one node it may act as (Scheduler checks
+// that against the node a call names).
 //
-// Without a tokens file the authenticator is open: every caller is
-// `admin:local`. The server only allows that on a loopback address.
+// An authenticator read from a file reads it again when it changes (checked
+// at most once per `recheck`), so revoking a token takes effect without a
+// restart; a file that no longer parses keeps the tokens read before, and the
+// error is printed. Without a tokens file the authenticator is open: every
+// caller is `admin:local`, which the server allows only on a loopback
+// address. A file with no tokens (all revoked) lets nobody in.
 //
-// Thread-safe after construction (read-only).
+// Thread-safe. Copies share one table (and its reloads).
 #ifndef DENSEGATE_SCHEDULER_AUTH_H_
 #define DENSEGATE_SCHEDULER_AUTH_H_
 
 #include <initializer_list>
-#include <map>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "scheduler/tokens.h"
 
 namespace densegate::scheduler {
 
-enum class Role { kCi, kAgent, kViewer, kNode, kAdmin };
-
-const char* RoleName(Role r);
-
 struct Principal {
   Role role = Role::kViewer;
-  std::string name;  // e.g. "ci", "agent:campaign-7"
+  std::string name;  // e.g. "ci", "agent:campaign-7", a node's name
 };
 
 class Authenticator {
  public:
   // Open (no tokens).
   Authenticator() = default;
-  // Parses a tokens file; InvalidArgument names the line.
-  static absl::StatusOr<Authenticator> FromFile(const std::string& path);
+  // InvalidArgument names the line of a file that does not parse.
+  static absl::StatusOr<Authenticator> FromFile(const std::string& path,
+                                                absl::Duration recheck = absl::Seconds(1));
   static absl::StatusOr<Authenticator> FromText(const std::string& text);
 
-  bool open() const { return tokens_.empty(); }
+  bool open() const { return state_ == nullptr; }
 
   // The caller's principal if its token is known and its role is one of
   // `allowed` (admin is always allowed); UNAUTHENTICATED or
@@ -53,7 +57,8 @@ class Authenticator {
                                             std::initializer_list<Role> allowed) const;
 
  private:
-  std::map<std::string, Principal> tokens_;
+  struct State;
+  std::shared_ptr<State> state_;
 };
 
 }  // namespace densegate::scheduler

@@ -55,6 +55,7 @@
 #include "proto/densegate.grpc.pb.h"
 #include "results/store/store.h"
 #include "results/store/testing/test_database.h"
+#include "results/verdict/testing/verdicts.h"
 #include "scheduler/rpc_floor.grpc.pb.h"
 #include "scheduler/server.h"
 
@@ -96,19 +97,12 @@ results::SubmitParams Job(int i) {
   return p;
 }
 
+// A rejection for a failed stage, as a node reports it: the scheduler decides
+// again (no samples to read) and stores the same.
 v1::Verdict Verdict(const v1::Lease& lease) {
-  v1::Verdict v;
-  v.set_evaluation_id(lease.evaluation().id());
-  v.set_decision(v1::REJECT);
-  v.set_policy(v1::NO_REGRESSION);
-  v1::MetricComparison* m = v.add_metrics();
-  m->set_metric("kda_decode.fused_b32");
-  m->set_speedup(0.9);
-  m->set_ci_low(0.88);
-  m->set_ci_high(0.92);
-  m->set_n_pairs(20);
-  v.mutable_provenance()->set_software_version("bench");
-  return v;
+  const v1::Candidate& c = lease.evaluation().candidate();
+  return results::testing::VerdictWithoutSamples(
+      lease.evaluation().id(), results::EffectivePolicy(c.policy(), c.kind()), v1::REJECT);
 }
 
 // A fresh store with `jobs` queued, a scheduler serving it, and `nodes`

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <iostream>
 #include <functional>
 #include <optional>
 #include <set>
@@ -15,6 +16,7 @@
 #include "harness/workspace/git.h"
 #include "proto/manifest.h"
 #include "results/report/report.h"
+#include "results/verdict/verdict.h"
 
 namespace densegate::scheduler {
 namespace {
@@ -255,8 +257,17 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
     if (Status st = s_->auth_.Authorize(ctx, {Role::kNode}, &who); !st.ok()) return st;
     if (req->name().empty()) return Invalid("name is required");
     if (req->dimensions().fingerprint().empty()) return Invalid("dimensions.fingerprint is required");
+    if (who.role == Role::kNode && req->name() != who.name) {
+      return Status(grpc::StatusCode::PERMISSION_DENIED,
+                    absl::StrFormat("this token is node %s's: it may not register as %s",
+                                    who.name, req->name()));
+    }
     absl::StatusOr<v1::Node> node = s_->store_->RegisterNode(req->name(), req->dimensions());
     if (!node.ok()) return ToGrpc(node.status());
+    {
+      absl::MutexLock l(&s_->mu_);
+      s_->node_names_[node->id()] = node->name();
+    }
     if (node->state() == v1::CALIBRATING) {
       // A new (or changed) node measures its own noise before gate work.
       absl::StatusOr<int64_t> job = s_->store_->EnqueueCalibration(node->id(), s_->options_.max_attempts);
@@ -274,6 +285,7 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
     Principal who;
     if (Status st = s_->auth_.Authorize(ctx, {Role::kNode}, &who); !st.ok()) return st;
     if (req->node_id().empty()) return Invalid("node_id is required");
+    if (Status st = s_->CheckActsAs(who, req->node_id()); !st.ok()) return st;
     const absl::Duration wait =
         std::min(absl::Seconds(std::max(0, req->wait_s())), s_->options_.max_sync_wait);
     const absl::Time deadline = absl::Now() + wait;
@@ -294,6 +306,7 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
     Principal who;
     if (Status st = s_->auth_.Authorize(ctx, {Role::kNode}, &who); !st.ok()) return st;
     if (req->node_id().empty()) return Invalid("node_id is required");
+    if (Status st = s_->CheckActsAs(who, req->node_id()); !st.ok()) return st;
     if (req->lease_id().empty()) {
       return ToGrpc(s_->store_->RecordNodeHeartbeat(req->node_id()));
     }
@@ -317,6 +330,7 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
     v1::NodeReport report;
     int64_t accepted = 0;
     while (reader->Read(&report)) {
+      if (Status st = s_->CheckActsAs(who, report.node_id()); !st.ok()) return st;
       results::LeaseRef lease{report.lease_id(), report.node_id()};
       absl::Status st;
       switch (report.report_case()) {
@@ -360,6 +374,7 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
     if (lease.lease_id.empty() || lease.node_id.empty()) {
       return Invalid("node_id and lease_id are required");
     }
+    if (Status st = s_->CheckActsAs(who, lease.node_id); !st.ok()) return st;
     absl::Status st;
     std::optional<v1::Lease> next;
     bool claimed_with_verdict = false;
@@ -374,6 +389,7 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
         std::vector<int64_t> ids;
         bool known = false;
         bool merge_queue = false;
+        std::optional<v1::Candidate> candidate;
         {
           absl::MutexLock l(&s_->mu_);
           auto it = s_->granted_leases_.find(lease.lease_id);
@@ -381,8 +397,11 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
             ids = it->second.sample_ids;
             known = true;
             merge_queue = it->second.merge_queue;
+            candidate = it->second.candidate;
+            if (verdict.evaluation_id().empty()) verdict.set_evaluation_id(it->second.evaluation_id);
           }
         }
+        if (verdict.evaluation_id().empty()) return Invalid("verdict.evaluation_id is required");
         if (!known && !verdict.evaluation_id().empty()) {
           absl::StatusOr<std::vector<v1::Sample>> all = s_->store_->ListSamples(verdict.evaluation_id());
           if (all.ok()) {
@@ -390,6 +409,16 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
           }
         }
         for (int64_t id : ids) verdict.mutable_provenance()->add_sample_ids(id);
+        // What is stored is the scheduler's decision from those samples,
+        // never the node's own.
+        absl::StatusOr<v1::Verdict> decided =
+            s_->DecideHere(lease, verdict, candidate.has_value() ? &*candidate : nullptr);
+        if (!decided.ok()) {
+          st = s_->store_->FailLease(lease, std::string(decided.status().message())).status();
+          if (st.ok()) s_->ForgetLease(lease.lease_id);
+          break;
+        }
+        verdict = *std::move(decided);
         // An active node's next claim goes with the verdict (one store call;
         // on PostgreSQL one round trip). A merge-queue verdict first lets the
         // merge queue queue its re-measure, and a due calibration goes
@@ -654,8 +683,8 @@ void Scheduler::Grant(v1::Lease* lease) {
   if (lease->job_kind() == v1::EVALUATION) {
     const v1::Candidate& c = lease->evaluation().candidate();
     absl::MutexLock l(&mu_);
-    granted_leases_[lease->id()] = {
-        lease->evaluation().id(), {}, !c.target_branch().empty() || !c.remeasure_of().empty()};
+    granted_leases_[lease->id()] = {lease->evaluation().id(), c, {},
+                                    !c.target_branch().empty() || !c.remeasure_of().empty()};
   }
   AttachPrior(lease);
 }
@@ -850,6 +879,95 @@ std::string Scheduler::RenderMetrics() {
   return out;
 }
 
+grpc::Status Scheduler::CheckActsAs(const Principal& who, const std::string& node_id) {
+  if (who.role != Role::kNode) return grpc::Status::OK;
+  std::string name;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = node_names_.find(node_id);
+    if (it != node_names_.end()) name = it->second;
+  }
+  if (name.empty()) {
+    absl::StatusOr<v1::Node> node = store_->GetNode(node_id);
+    if (!node.ok()) return ToGrpc(node.status());
+    name = node->name();
+    absl::MutexLock l(&mu_);
+    node_names_[node_id] = name;
+  }
+  if (name == who.name) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      absl::StrFormat("this token is node %s's: it may not act as node %s (%s)",
+                                      who.name, name, node_id));
+}
+
+namespace {
+
+std::vector<bool> ClaimsVerified(const v1::Verdict& v) {
+  std::vector<bool> verified;
+  for (const v1::ClaimResult& c : v.claims()) verified.push_back(c.verified());
+  return verified;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::Verdict> Scheduler::DecideHere(const results::LeaseRef& lease,
+                                                  const v1::Verdict& reported,
+                                                  const v1::Candidate* candidate) {
+  v1::Evaluation evaluation;
+  if (candidate != nullptr) {
+    evaluation.set_id(reported.evaluation_id());
+    *evaluation.mutable_candidate() = *candidate;
+  } else {
+    absl::StatusOr<v1::Evaluation> stored = store_->GetEvaluation(reported.evaluation_id());
+    if (!stored.ok()) return stored.status();
+    evaluation = *std::move(stored);
+  }
+  std::vector<v1::Sample> samples;
+  if (reported.provenance().sample_ids_size() > 0) {
+    absl::StatusOr<std::vector<v1::Sample>> all = store_->ListSamples(reported.evaluation_id());
+    if (!all.ok()) return all.status();
+    const std::set<int64_t> used(reported.provenance().sample_ids().begin(),
+                                 reported.provenance().sample_ids().end());
+    for (v1::Sample& s : *all) {
+      if (used.count(s.id()) > 0) samples.push_back(std::move(s));
+    }
+  }
+  absl::StatusOr<v1::Verdict> decided = results::Redecide(reported, evaluation, samples);
+  std::vector<std::string> differences =
+      decided.ok() ? results::DecisionDifferences(reported, *decided)
+                   : std::vector<std::string>{std::string(decided.status().message())};
+  if (differences.empty()) return decided;
+  // Numbers that differ in their last digits (another build of the same
+  // code) are audited; a decision or a claim result that differs is a node
+  // that cannot be trusted with the next job.
+  const bool contradicts = !decided.ok() || decided->decision() != reported.decision() ||
+                           ClaimsVerified(*decided) != ClaimsVerified(reported);
+  if (differences.size() > 20) differences.resize(20);
+  results::AuditEntry audit;
+  audit.actor = "scheduler";
+  audit.action = contradicts ? "verdict.contradicted" : "verdict.differs";
+  audit.subject = reported.evaluation_id();
+  audit.detail = absl::StrFormat("node %s reported %s; the samples decide %s: %s", lease.node_id,
+                                 v1::Decision_Name(reported.decision()),
+                                 decided.ok() ? v1::Decision_Name(decided->decision())
+                                              : std::string("nothing"),
+                                 absl::StrJoin(differences, "; "));
+  (void)store_->AppendAudit(audit);
+  if (contradicts) {
+    std::cerr << "scheduler: quarantining node " << lease.node_id << ": " << audit.detail << "\n";
+    (void)store_->SetNodeState(lease.node_id, v1::QUARANTINED);
+    absl::MutexLock l(&mu_);
+    contradicted_.insert(lease.node_id);
+  }
+  if (!decided.ok()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "node %s's verdict cannot be decided from the samples it sent (%s); the node is "
+        "quarantined",
+        lease.node_id, decided.status().message()));
+  }
+  return decided;
+}
+
 void Scheduler::ForgetLease(const std::string& lease_id) {
   absl::MutexLock l(&mu_);
   auto it = granted_leases_.find(lease_id);
@@ -873,6 +991,7 @@ void Scheduler::RecordProgress(const std::string& lease_id, const v1::Progress& 
 
 bool Scheduler::RecalibrationDue(const std::string& node_id) {
   absl::MutexLock l(&mu_);
+  if (contradicted_.count(node_id) > 0) return false;
   absl::Time& last = last_recalibration_[node_id];
   if (absl::Now() - last < options_.recalibration_interval) return false;
   last = absl::Now();

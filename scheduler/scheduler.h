@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -120,11 +121,25 @@ class Scheduler {
   // Wakes long polls and watchers.
   void Notify();
   void RecordClaim(double seconds, size_t leases);
-  // Whether a quarantined node may recalibrate now (and records it).
+  // Whether a quarantined node may recalibrate now (and records it); never
+  // for one whose verdict was contradicted.
   bool RecalibrationDue(const std::string& node_id);
   // Whether an active node's periodic calibration is due; `start`: and
   // records that it starts now.
   bool PeriodicCalibrationDue(const std::string& node_id, bool start);
+  // A node token acts only as its own node (its principal is the node's
+  // name); other roles that may call node methods (admin) act as any.
+  // PERMISSION_DENIED, or the store's error for an unknown node id.
+  grpc::Status CheckActsAs(const Principal& who, const std::string& node_id);
+  // The verdict to store for the one a node reported: the gate run again
+  // here over the samples it streamed under the lease (results::Redecide),
+  // with the candidate's policy and claims as submitted. Any difference is
+  // audited; a node whose decision or claim results differ from the gate's,
+  // or whose samples decide nothing, is quarantined. An error when nothing
+  // can be stored (the lease then fails and the job is retried).
+  absl::StatusOr<v1::Verdict> DecideHere(const results::LeaseRef& lease,
+                                         const v1::Verdict& reported,
+                                         const v1::Candidate* candidate);
   // Drops what this process keeps about a lease that ended without a verdict.
   void ForgetLease(const std::string& lease_id);
   // Live progress of the evaluation a lease works on.
@@ -177,12 +192,19 @@ class Scheduler {
   // verdict names exactly those).
   struct GrantedLease {
     std::string evaluation_id;
+    v1::Candidate candidate;  // As submitted: its policy and claims decide.
     std::vector<int64_t> sample_ids;
     // Its verdict moves the merge queue: the candidate targets a branch, or
     // re-measures one that does.
     bool merge_queue = false;
   };
   std::map<std::string, GrantedLease> granted_leases_ ABSL_GUARDED_BY(mu_);
+  // Node id -> name, for CheckActsAs.
+  std::map<std::string, std::string> node_names_ ABSL_GUARDED_BY(mu_);
+  // Nodes quarantined because a verdict of theirs contradicted their
+  // samples: unlike noisy ones, they do not recalibrate their way back (until
+  // this process restarts).
+  std::set<std::string> contradicted_ ABSL_GUARDED_BY(mu_);
 };
 
 // absl::Status -> grpc::Status with the same code and message.

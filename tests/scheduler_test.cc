@@ -25,8 +25,11 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "proto/densegate.grpc.pb.h"
+#include "results/store/store.h"
 #include "results/store/testing/postgres_for_test.h"
 #include "results/store/testing/test_database.h"
+#include "results/verdict/testing/verdicts.h"
+#include "scheduler/tokens.h"
 
 extern char** environ;
 
@@ -42,13 +45,27 @@ std::string Runfile(const std::string& p) {
 }
 void Sh(const std::string& cmd) { ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd; }
 
-constexpr char kTokens[] =
-    "ci ci-token-0001\n"
-    "agent agent-token-01 agent:campaign-1\n"
-    "agent agent-token-02 agent:campaign-2\n"
-    "viewer viewer-token-1\n"
-    "node node-token-001\n"
-    "admin admin-token-01\n";
+// The tokens file (hashes only), and the tokens the tests present. Each node
+// the tests start has a token of its own ("node-token-NAME"); the simulated
+// nodes speak as admin, which may act as any node.
+const char* const kNodeNames[] = {"n1", "n2", "doomed", "rescuer", "survivor", "only", "tls-node"};
+
+std::string NodeToken(const std::string& name) { return "node-token-" + name; }
+
+std::string TokensFile() {
+  std::string text;
+  auto line = [&](const std::string& role, const std::string& token, const std::string& who) {
+    absl::StrAppend(&text, role, " sha256:", scheduler::HashToken(token), " ", who, "\n");
+  };
+  line("ci", "ci-token-0001", "ci");
+  line("agent", "agent-token-01", "agent:campaign-1");
+  line("agent", "agent-token-02", "agent:campaign-2");
+  line("viewer", "viewer-token-1", "viewer");
+  line("admin", "admin-token-01", "admin");
+  for (const char* name : kNodeNames) line("node", NodeToken(name), name);
+  line("node", NodeToken("honest"), "honest");
+  return text;
+}
 
 // A child process in its own process group.
 class Child {
@@ -85,7 +102,7 @@ class SchedulerTest : public ::testing::Test {
   void SetUp() override {
     dir_ = Tmp() + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
     Sh("rm -rf " + dir_ + " && mkdir -p " + dir_);
-    std::ofstream(dir_ + "/tokens") << kTokens;
+    std::ofstream(dir_ + "/tokens") << TokensFile();
     repo_ = dir_ + "/repo";
     Sh("mkdir -p " + repo_ + " && cp " + Runfile("tests/fixtures/tiny_workload") + "/* " + repo_);
     Git("init -q");
@@ -133,7 +150,7 @@ class SchedulerTest : public ::testing::Test {
   std::unique_ptr<Child> StartNode(const std::string& name,
                                    const std::vector<std::string>& extra = {}) {
     std::vector<std::string> argv = {Runfile("cli/densegate"), "node", "--server", address_,
-                                     "--token", "node-token-001", "--name", name, "--workspace",
+                                     "--token", NodeToken(name), "--name", name, "--workspace",
                                      dir_ + "/ws-" + name};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return std::make_unique<Child>(argv, dir_ + "/" + name + ".log");
@@ -193,11 +210,12 @@ class SchedulerTest : public ::testing::Test {
         grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
   }
 
-  // Runs `method`, a call on a node stub, with the node token.
+  // Runs `method`, a call on a node stub, with `token` (default: admin's,
+  // which may act as any node).
   template <typename Method>
-  static grpc::Status AsNode(Method method) {
+  static grpc::Status AsNode(Method method, const std::string& token = "admin-token-01") {
     grpc::ClientContext ctx;
-    ctx.AddMetadata("authorization", "Bearer node-token-001");
+    ctx.AddMetadata("authorization", "Bearer " + token);
     return method(&ctx);
   }
 
@@ -226,19 +244,21 @@ class SchedulerTest : public ::testing::Test {
     return resp;
   }
 
-  // Ends `node`'s `lease` with a NO_REGRESSION verdict of `decision`,
-  // claiming the node's next job in `reply`.
+  // Ends `node`'s `lease` with a verdict of `decision` (ACCEPT or REJECT)
+  // as an honest node reports one, claiming the node's next job in `reply`.
   static grpc::Status FinishWithVerdict(v1::NodeService::Stub& nodes, const std::string& node,
                                         const v1::Lease& lease, v1::Decision decision,
-                                        v1::FinishLeaseResponse* reply) {
+                                        v1::FinishLeaseResponse* reply,
+                                        const std::string& token = "admin-token-01") {
     v1::FinishLeaseRequest finish;
     finish.set_node_id(node);
     finish.set_lease_id(lease.id());
-    finish.mutable_verdict()->set_evaluation_id(lease.evaluation().id());
-    finish.mutable_verdict()->set_decision(decision);
-    finish.mutable_verdict()->set_policy(v1::NO_REGRESSION);
+    const v1::Candidate& c = lease.evaluation().candidate();
+    *finish.mutable_verdict() = results::testing::VerdictWithoutSamples(
+        lease.evaluation().id(), results::EffectivePolicy(c.policy(), c.kind()), decision);
     finish.set_claim_next(true);
-    return AsNode([&](grpc::ClientContext* c) { return nodes.FinishLease(c, finish, reply); });
+    return AsNode([&](grpc::ClientContext* c) { return nodes.FinishLease(c, finish, reply); },
+                  token);
   }
 
   v1::Evaluation Get(const std::string& id) {
@@ -771,7 +791,7 @@ TEST_P(SchedulerOnEachStore, AFinishCanClaimTheNodesNextJobWhoseProgressReachesW
     // Sends the messages as progress reports on one report stream.
     auto report = [&](const std::vector<std::string>& messages) {
       grpc::ClientContext streaming;
-      streaming.AddMetadata("authorization", "Bearer node-token-001");
+      streaming.AddMetadata("authorization", "Bearer admin-token-01");
       v1::ReportStreamResponse accepted;
       auto stream = nodes->ReportStream(&streaming, &accepted);
       for (const std::string& message : messages) {
@@ -1029,6 +1049,118 @@ TEST_P(SchedulerOnEachStore, RolesAndBadRequestsGetPreciseStatuses) {
     ASSERT_TRUE(stub_->CancelEvaluation(&ctx, req, &e).ok());
     EXPECT_EQ(e.state(), v1::CANCELLED);
   }
+}
+
+// Node tokens are per node: one acts only as its own node, other roles
+// cannot finish a lease at all (a forged FinishLease), and a revoked token
+// stops working while the server runs. What a node reports as its verdict
+// is checked: the scheduler stores the gate's decision from what the node
+// measured, and quarantines a node whose verdict contradicts it.
+TEST_P(SchedulerOnEachStore, NodeTokensActOnlyAsTheirNodeAndTheSchedulerDecides) {
+  Branch("comment", "echo '// a comment' >> checksum.h");
+  StartServer();
+  auto nodes = NodeStub();
+  const std::string honest = NodeToken("honest");
+  v1::RegisterNodeRequest reg;
+  reg.mutable_dimensions()->set_accelerator_kind("cpu");
+  reg.mutable_dimensions()->set_fingerprint("test");
+  v1::RegisterNodeResponse registered;
+  reg.set_name("someone-else");
+  grpc::Status st = AsNode(
+      [&](grpc::ClientContext* c) { return nodes->RegisterNode(c, reg, &registered); }, honest);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << st.error_message();
+  reg.set_name("honest");
+  ASSERT_TRUE(AsNode([&](grpc::ClientContext* c) {
+                return nodes->RegisterNode(c, reg, &registered);
+              }, honest).ok());
+  const std::string node = registered.node_id();
+  const std::string other = RegisterSimulatedNode(*nodes, "other");
+  ASSERT_FALSE(other.empty());
+  // Its token cannot poll, beat or finish for another node.
+  v1::SynchronizeRequest sync;
+  sync.set_node_id(other);
+  v1::SynchronizeResponse work;
+  EXPECT_EQ(AsNode([&](grpc::ClientContext* c) { return nodes->Synchronize(c, sync, &work); },
+                   honest).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+
+  // Calibrated, then it leases the queued candidate.
+  sync.set_node_id(node);
+  ASSERT_TRUE(AsNode([&](grpc::ClientContext* c) { return nodes->Synchronize(c, sync, &work); },
+                     honest).ok());
+  ASSERT_EQ(work.lease().job_kind(), v1::CALIBRATION);
+  v1::SubmitResponse queued;
+  ASSERT_TRUE(Submit("ci-token-0001", "comment", v1::CI, &queued).ok());
+  v1::FinishLeaseRequest calibrated;
+  calibrated.set_node_id(node);
+  calibrated.set_lease_id(work.lease().id());
+  calibrated.set_calibration_noise(0.01);
+  calibrated.set_claim_next(true);
+  v1::FinishLeaseResponse next;
+  ASSERT_TRUE(AsNode([&](grpc::ClientContext* c) {
+                return nodes->FinishLease(c, calibrated, &next);
+              }, honest).ok());
+  ASSERT_TRUE(next.has_next_lease());
+  const v1::Lease lease = next.next_lease();
+
+  // A CI or agent token cannot finish it, whatever it claims.
+  v1::FinishLeaseRequest forged;
+  forged.set_node_id(node);
+  forged.set_lease_id(lease.id());
+  const v1::Candidate& c = lease.evaluation().candidate();
+  *forged.mutable_verdict() = results::testing::VerdictWithoutSamples(
+      lease.evaluation().id(), results::EffectivePolicy(c.policy(), c.kind()), v1::REJECT);
+  // The verdict's reasons say a correctness stage failed; it claims ACCEPT.
+  forged.mutable_verdict()->set_decision(v1::ACCEPT);
+  v1::FinishLeaseResponse ignored;
+  for (const char* token : {"ci-token-0001", "agent-token-01", "viewer-token-1"}) {
+    EXPECT_EQ(AsNode([&](grpc::ClientContext* c) {
+                return nodes->FinishLease(c, forged, &ignored);
+              }, token).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED)
+        << token;
+  }
+  EXPECT_EQ(Get(queued.evaluation().id()).state(), v1::RUNNING);
+
+  // The node itself sends it: stored is the gate's decision (REJECT, for
+  // the failed stage its own verdict names), and the node is quarantined.
+  ASSERT_TRUE(AsNode([&](grpc::ClientContext* c) {
+                return nodes->FinishLease(c, forged, &ignored);
+              }, honest).ok());
+  const v1::Evaluation done = Get(queued.evaluation().id());
+  EXPECT_EQ(done.state(), v1::FINISHED);
+  EXPECT_EQ(done.verdict().decision(), v1::REJECT);
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer viewer-token-1");
+    v1::ListNodesRequest req;
+    v1::ListNodesResponse listed;
+    ASSERT_TRUE(stub_->ListNodes(&ctx, req, &listed).ok());
+    bool found = false;
+    for (const v1::Node& n : listed.nodes()) {
+      if (n.id() != node) continue;
+      found = true;
+      EXPECT_EQ(n.state(), v1::QUARANTINED);
+    }
+    EXPECT_TRUE(found);
+  }
+  // Quarantined for this, it gets no work back by recalibrating.
+  sync.set_wait_s(0);
+  work.Clear();
+  ASSERT_TRUE(AsNode([&](grpc::ClientContext* c) { return nodes->Synchronize(c, sync, &work); },
+                     honest).ok());
+  EXPECT_FALSE(work.has_lease());
+
+  // Revoked with `densegate token revoke`, the token stops working without
+  // a restart (the server looks at the file at most once a second).
+  Sh(Runfile("cli/densegate") + " token revoke honest --tokens " + dir_ + "/tokens 2>/dev/null");
+  grpc::StatusCode code = grpc::StatusCode::OK;
+  for (int i = 0; i < 100 && code != grpc::StatusCode::UNAUTHENTICATED; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    code = AsNode([&](grpc::ClientContext* c) { return nodes->Synchronize(c, sync, &work); },
+                  honest).error_code();
+  }
+  EXPECT_EQ(code, grpc::StatusCode::UNAUTHENTICATED);
 }
 
 }  // namespace

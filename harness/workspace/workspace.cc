@@ -166,8 +166,16 @@ absl::StatusOr<ArmArea> Workspace::PrepareArm(const std::string& slot, const std
     }
   } else {
     area.writable.push_back(trusted);
-    if (uid != 0 && OwnerOf(trusted) != uid) {
-      if (absl::Status s = GiveTo(trusted, uid); !s.ok()) return s;
+    // Nodes may share one trusted cache through a link: the directory it
+    // names is what the baseline user must own.
+    std::error_code resolve_error;
+    const std::string real = std::filesystem::canonical(trusted, resolve_error).string();
+    if (resolve_error) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("cannot resolve %s: %s", trusted, resolve_error.message()));
+    }
+    if (uid != 0 && OwnerOf(real) != uid) {
+      if (absl::Status s = GiveTo(real, uid); !s.ok()) return s;
     }
   }
   if (uid != 0) {

@@ -190,6 +190,16 @@ TEST_F(WorkspaceTest, ArmFilesBelongToTheirSandboxUsers) {
   EXPECT_EQ(owner(c->candidate.home), 59011u);
   EXPECT_EQ(owner(c->candidate.cache), 59011u);
   EXPECT_EQ(owner(Workspace::TrustedCache(Tmp() + "/ws-owners")), 59010u);
+
+  // A trusted cache shared through a link: its directory goes to the
+  // baseline user (the link's owner does not decide who may write there).
+  const std::string shared = Tmp() + "/shared-trusted";
+  Sh("rm -rf " + shared + " && mkdir -p " + shared + "/ac " + Tmp() + "/ws-linked && ln -sfn " +
+     shared + " " + Workspace::TrustedCache(Tmp() + "/ws-linked"));
+  Workspace linked(Tmp() + "/ws-linked", 0, &git_, ArmUsers{.baseline = 59010, .candidate = 59012});
+  ASSERT_TRUE(linked.Prepare(repo_, "HEAD~1", "HEAD").ok());
+  EXPECT_EQ(owner(shared), 59010u);
+  EXPECT_EQ(owner(shared + "/ac"), 59010u);
 }
 
 TEST_F(WorkspaceTest, UnknownRefIsNotFound) {

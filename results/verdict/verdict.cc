@@ -108,30 +108,26 @@ v1::Verdict MakeVerdict(const GateInput& input, const GateResult& result,
   return v;
 }
 
-absl::StatusOr<Recomputation> RecomputeVerdict(Store& store,
-                                               absl::string_view evaluation_id) {
-  absl::StatusOr<v1::Evaluation> evaluation = store.GetEvaluation(evaluation_id);
-  if (!evaluation.ok()) return evaluation.status();
-  absl::StatusOr<v1::Verdict> stored = store.GetVerdict(evaluation_id);
-  if (!stored.ok()) return stored.status();
-  const v1::Provenance& provenance = stored->provenance();
-
+absl::StatusOr<v1::Verdict> Redecide(const v1::Verdict& reported,
+                                     const v1::Evaluation& evaluation,
+                                     absl::Span<const v1::Sample> samples) {
+  const v1::Provenance& provenance = reported.provenance();
   GateInput input;
-  input.policy = stored->policy();
+  input.policy = EffectivePolicy(evaluation.candidate().policy(), evaluation.candidate().kind());
   absl::StatusOr<GateParameters> params =
       ResolveGateParameters(provenance.policy_parameters());
   if (!params.ok()) return params.status();
   input.params = *params;
   input.seed = provenance.statistics_seed();
-  input.claims.assign(evaluation->candidate().claims().begin(),
-                      evaluation->candidate().claims().end());
-  for (const v1::Reason& r : stored->reasons()) {
+  input.claims.assign(evaluation.candidate().claims().begin(),
+                      evaluation.candidate().claims().end());
+  for (const v1::Reason& r : reported.reasons()) {
     if (IsStageFailure(r.code())) input.stage_failures.push_back(r);
   }
 
   if (input.stage_failures.empty()) {
     std::vector<MetricSamples> specs;
-    for (const v1::MetricComparison& c : stored->metrics()) {
+    for (const v1::MetricComparison& c : reported.metrics()) {
       MetricSamples m;
       m.name = c.metric();
       m.unit = c.unit();
@@ -142,18 +138,6 @@ absl::StatusOr<Recomputation> RecomputeVerdict(Store& store,
       m.inputs_identical = c.inputs_identical();
       specs.push_back(std::move(m));
     }
-    absl::StatusOr<std::vector<v1::Sample>> all = store.ListSamples(evaluation_id);
-    if (!all.ok()) return all.status();
-    std::set<int64_t> used(provenance.sample_ids().begin(), provenance.sample_ids().end());
-    std::vector<v1::Sample> samples;
-    for (const v1::Sample& s : *all) {
-      if (used.count(s.id())) samples.push_back(s);
-    }
-    if (samples.size() != used.size()) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "verdict of %s names %d samples but only %d are in the store",
-          std::string(evaluation_id), used.size(), samples.size()));
-    }
     absl::StatusOr<std::vector<MetricSamples>> paired = PairSamples(samples, specs);
     if (!paired.ok()) return paired.status();
     input.metrics = *std::move(paired);
@@ -163,38 +147,65 @@ absl::StatusOr<Recomputation> RecomputeVerdict(Store& store,
   if (!result.ok()) return result.status();
   if (result->needs_more_pairs) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "the stored samples of %s are not enough for a decision (the gate asks "
-        "for %d pairs)",
-        std::string(evaluation_id), result->next_pairs));
+        "the samples of %s are not enough for a decision (the gate asks for %d pairs)",
+        reported.evaluation_id(), result->next_pairs));
   }
   VerdictContext context;
-  context.evaluation_id = stored->evaluation_id();
-  context.candidate_id = stored->candidate_id();
+  context.evaluation_id = reported.evaluation_id();
+  context.candidate_id = reported.candidate_id();
   context.manifest_hash = provenance.manifest_hash();
   context.node_id = provenance.node_id();
   context.node_fingerprint = provenance.node_fingerprint();
   context.software_version = provenance.software_version();
   context.isolation = provenance.isolation();
   context.sample_ids.assign(provenance.sample_ids().begin(), provenance.sample_ids().end());
-  context.stages.assign(stored->stages().begin(), stored->stages().end());
+  context.stages.assign(reported.stages().begin(), reported.stages().end());
   context.benchmark_inputs.assign(provenance.benchmark_inputs().begin(),
                                   provenance.benchmark_inputs().end());
+  return MakeVerdict(input, *result, context);
+}
 
-  Recomputation out;
-  out.stored = *stored;
-  out.recomputed = MakeVerdict(input, *result, context);
-
+std::vector<std::string> DecisionDifferences(const v1::Verdict& a, const v1::Verdict& b) {
   std::string report;
   google::protobuf::util::MessageDifferencer differ;
-  google::protobuf::io::StringOutputStream stream(&report);
   {
+    google::protobuf::io::StringOutputStream stream(&report);
     google::protobuf::util::MessageDifferencer::StreamReporter reporter(&stream);
     differ.ReportDifferencesTo(&reporter);
-    differ.Compare(Decided(out.stored), Decided(out.recomputed));
+    differ.Compare(Decided(a), Decided(b));
   }
+  std::vector<std::string> lines;
   for (absl::string_view line : absl::StrSplit(report, '\n', absl::SkipEmpty())) {
-    out.differences.emplace_back(line);
+    lines.emplace_back(line);
   }
+  return lines;
+}
+
+absl::StatusOr<Recomputation> RecomputeVerdict(Store& store,
+                                               absl::string_view evaluation_id) {
+  absl::StatusOr<v1::Evaluation> evaluation = store.GetEvaluation(evaluation_id);
+  if (!evaluation.ok()) return evaluation.status();
+  absl::StatusOr<v1::Verdict> stored = store.GetVerdict(evaluation_id);
+  if (!stored.ok()) return stored.status();
+  absl::StatusOr<std::vector<v1::Sample>> all = store.ListSamples(evaluation_id);
+  if (!all.ok()) return all.status();
+  const std::set<int64_t> used(stored->provenance().sample_ids().begin(),
+                               stored->provenance().sample_ids().end());
+  std::vector<v1::Sample> samples;
+  for (const v1::Sample& s : *all) {
+    if (used.count(s.id())) samples.push_back(s);
+  }
+  if (samples.size() != used.size()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "verdict of %s names %d samples but only %d are in the store",
+        std::string(evaluation_id), used.size(), samples.size()));
+  }
+  absl::StatusOr<v1::Verdict> recomputed = Redecide(*stored, *evaluation, samples);
+  if (!recomputed.ok()) return recomputed.status();
+  Recomputation out;
+  out.stored = *stored;
+  out.recomputed = *std::move(recomputed);
+  out.differences = DecisionDifferences(out.stored, out.recomputed);
   return out;
 }
 

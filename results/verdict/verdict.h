@@ -3,9 +3,10 @@
 //
 // A verdict's Provenance names its samples (by id), the resolved gate
 // parameters, the statistics seed, the manifest hash, the node and the
-// software version. RecomputeVerdict reads those back from the store, pairs
-// the samples again, runs the same gate, and compares decision, reasons,
-// metric comparisons and claims field by field.
+// software version. Redecide runs the gate again over a verdict's samples;
+// RecomputeVerdict reads a stored verdict back from the store, redecides it
+// and compares decision, reasons, metric comparisons and claims field by
+// field.
 //
 // Thread-safety: free functions; RecomputeVerdict uses the store's own
 // thread-safety.
@@ -51,6 +52,22 @@ struct VerdictContext {
 // The verdict for `result` (which must not need more pairs).
 v1::Verdict MakeVerdict(const GateInput& input, const GateResult& result,
                         const VerdictContext& context);
+
+// The verdict the gate gives for `samples` (the ones a verdict rests on),
+// with the policy and claims of `evaluation` as it was submitted, and the
+// gate parameters, statistics seed, metric descriptions (from the baseline's
+// manifest), stage failures and context as `reported` records them. What a
+// node measured decides, not what it concluded: the scheduler stores this,
+// not the node's verdict. FailedPrecondition when the samples are not enough
+// for a decision; InvalidArgument when they do not pair up.
+absl::StatusOr<v1::Verdict> Redecide(const v1::Verdict& reported,
+                                     const v1::Evaluation& evaluation,
+                                     absl::Span<const v1::Sample> samples);
+
+// One line per difference in what the gate decides (decision, policy,
+// reasons, metric comparisons, claims), e.g. "metrics[0].ci_low: 1.61 vs
+// 1.62"; empty when they agree.
+std::vector<std::string> DecisionDifferences(const v1::Verdict& a, const v1::Verdict& b);
 
 struct Recomputation {
   v1::Verdict stored;

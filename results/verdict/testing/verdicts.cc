@@ -1,0 +1,40 @@
+#include "results/verdict/testing/verdicts.h"
+
+#include <cstdlib>
+#include <iostream>
+
+#include "results/gate/gate.h"
+#include "results/verdict/verdict.h"
+
+namespace densegate::results::testing {
+
+v1::Verdict VerdictWithoutSamples(const std::string& evaluation_id, v1::Policy policy,
+                                  v1::Decision decision) {
+  GateInput input;
+  input.policy = policy;
+  input.params = *ResolveGateParameters(v1::GatePolicy());
+  if (decision == v1::REJECT) {
+    v1::Reason& failed = input.stage_failures.emplace_back();
+    failed.set_code(v1::CORRECTNESS_FAILED);
+    failed.set_message("suite unit: 1 of 12 cases failed");
+  } else {
+    MetricSamples& m = input.metrics.emplace_back();
+    m.name = "kernel.time";
+    m.unit = "ns";
+    m.direction = v1::LOWER_IS_BETTER;
+    m.primary = true;
+    m.inputs_identical = true;
+  }
+  absl::StatusOr<GateResult> result = Evaluate(input);
+  if (!result.ok() || result->decision != decision) {
+    std::cerr << "VerdictWithoutSamples: the gate does not decide "
+              << v1::Decision_Name(decision) << " here\n";
+    std::abort();
+  }
+  VerdictContext context;
+  context.evaluation_id = evaluation_id;
+  context.software_version = "test";
+  return MakeVerdict(input, *result, context);
+}
+
+}  // namespace densegate::results::testing
