@@ -229,6 +229,23 @@ TEST_F(LauncherTest, ConfinedProcessRunsAsItsOwnUserWithNothingToEscalate) {
   EXPECT_EQ(fds, "0\n1\n2\n3\n") << fds;
 }
 
+// The sandbox user has an account inside: a program that looks itself up
+// (Java's user.home, which Bazel expands `~/` in --disk_cache with) finds
+// its name and the HOME it was given.
+TEST_F(LauncherTest, ConfinedUserLooksItselfUpAndFindsItsHome) {
+  REQUIRE_SANDBOX();
+  const std::string home = MakeDir("home");
+  Confinement c;
+  c.writable = {home};
+  ProcessSpec spec = Confined("id -un; id -gn; getent passwd \"$(id -u)\" | cut -d: -f6", c);
+  spec.env["HOME"] = home;
+  auto r = launcher_->Run(spec);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->ok()) << r->Describe() << Slurp(Tmp() + "/err.txt");
+  EXPECT_EQ(Slurp(Tmp() + "/out.txt"),
+            absl::StrCat("densegate-", kUid, "\ndensegate-", kUid, "\n", home, "\n"));
+}
+
 TEST_F(LauncherTest, ConfinedProcessSeesOnlyWhatItIsGiven) {
   REQUIRE_SANDBOX();
   const std::string writable = MakeDir("writable");

@@ -131,6 +131,33 @@ std::string RemoveTree(const std::string& dir) {
   return ec ? dir : "";
 }
 
+// A sealed-off copy of `content` for bwrap to read (--seccomp, --ro-bind-data).
+absl::StatusOr<int> DataFd(const char* name, const std::string& content) {
+  int fd = memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat(name, ": ", std::strerror(errno)));
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  if (done != content.size() || lseek(fd, 0, SEEK_SET) != 0) {
+    close(fd);
+    return absl::UnavailableError(absl::StrCat(name, ": ", std::strerror(errno)));
+  }
+  return fd;
+}
+
+// The host's account file with the sandbox user's entry added: programs
+// that look themselves up (getpwuid: Java takes user.home from it, so Bazel
+// expands --disk_cache=~/... with it) find the arm's HOME.
+std::string WithSandboxUser(const char* path, const std::string& entry) {
+  std::string text = ReadOutputFile(path);
+  if (!text.empty() && text.back() != '\n') text += '\n';
+  return text + entry + "\n";
+}
+
 // A /proc file's text; empty when it cannot be read (its process is gone).
 std::string ReadProcFile(const std::string& path) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -431,8 +458,8 @@ class SandboxLauncher : public ProcessLauncher {
       if (const char* v = std::getenv(name.c_str())) env[name] = v;
     }
     if (Confined(spec)) {
-      // The sandbox user has no passwd entry; tools that need a name (Bazel
-      // keys its output root by it) take these.
+      // The sandbox user's name, as its passwd entry in the sandbox has it
+      // (Bazel's client keys its output root by $USER).
       env["USER"] = env["LOGNAME"] = absl::StrCat("densegate-", spec.confinement->uid);
       // LeakSanitizer stops threads with ptrace, which the filter refuses:
       // without this an instrumented program dies at exit (a command may
@@ -548,21 +575,32 @@ class SandboxLauncher : public ProcessLauncher {
     }
     absl::StatusOr<std::string> program = SeccompProgram();
     if (!program.ok()) return program.status();
-    p->seccomp_fd = memfd_create("densegate-seccomp", MFD_CLOEXEC);
-    if (p->seccomp_fd < 0 ||
-        write(p->seccomp_fd, program->data(), program->size()) !=
-            static_cast<ssize_t>(program->size()) ||
-        lseek(p->seccomp_fd, 0, SEEK_SET) != 0) {
-      return absl::UnavailableError(absl::StrCat("seccomp program: ", std::strerror(errno)));
-    }
+    absl::StatusOr<int> seccomp = DataFd("densegate-seccomp", *program);
+    if (!seccomp.ok()) return seccomp.status();
+    p->seccomp_fd = *seccomp;
     p->owned.push_back(p->seccomp_fd);
+    auto home = spec.env.find("HOME");
+    const std::string user = absl::StrCat("densegate-", c.uid);
+    absl::StatusOr<int> passwd = DataFd(
+        "densegate-passwd",
+        WithSandboxUser("/etc/passwd",
+                        absl::StrFormat("%s:x:%d:%d:densegate sandbox:%s:/bin/sh", user, c.uid,
+                                        c.gid, home != spec.env.end() ? home->second : "/tmp")));
+    if (!passwd.ok()) return passwd.status();
+    p->owned.push_back(*passwd);
+    absl::StatusOr<int> group = DataFd(
+        "densegate-group",
+        WithSandboxUser("/etc/group", absl::StrFormat("densegate-%d:x:%d:", c.gid, c.gid)));
+    if (!group.ok()) return group.status();
+    p->owned.push_back(*group);
     if (pipe2(p->ready, O_CLOEXEC) != 0) {
       return absl::UnavailableError(absl::StrCat("pipe: ", std::strerror(errno)));
     }
     // Descriptors land above every descriptor the parent holds, so that
     // placing one never overwrites another's source.
     int next = std::max(16, min_fd);
-    for (int fd : {p->seccomp_fd, p->ready[1]}) next = std::max(next, fd + 1);
+    for (int fd : p->owned) next = std::max(next, fd + 1);
+    next = std::max(next, p->ready[1] + 1);
     for (const auto& [child_fd, parent_fd] : spec.inherit_fds) next = std::max(next, parent_fd + 1);
     std::vector<std::pair<std::string, const char*>> binds;  // (staged, bwrap option)
     if (!c.read_only.empty() || !c.writable.empty()) {
@@ -654,6 +692,8 @@ class SandboxLauncher : public ProcessLauncher {
     a.insert(a.end(), {"--uid", absl::StrCat(c.uid), "--gid", absl::StrCat(c.gid),
                        "--unshare-ipc", "--unshare-uts", "--hostname", "densegate-sandbox"});
     for (std::string& arg : SystemViewArgs()) a.push_back(std::move(arg));
+    a.insert(a.end(), {"--ro-bind-data", place(*passwd), "/etc/passwd", "--ro-bind-data",
+                       place(*group), "/etc/group"});
     a.insert(a.end(), {"--size", absl::StrCat(c.tmp_bytes), "--tmpfs", "/tmp"});
     // Bind mounts in the order given: a later, deeper path overlays.
     for (size_t i = 0; i < binds.size(); ++i) {
