@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
@@ -185,6 +186,14 @@ TEST_F(EvalTest, RealSpeedupIsAcceptedWithClaimVerified) {
   }
   ASSERT_NE(last_pair, nullptr);
   EXPECT_EQ(last_pair->repetition(), v.metrics(0).n_pairs());
+  // The correctness suite ran on the baseline first (warming the trusted
+  // build cache), then on the candidate.
+  std::vector<std::string> suites;
+  for (const v1::Progress& p : recorder_.progress) {
+    if (absl::StartsWith(p.message(), "suite ")) suites.push_back(p.message());
+  }
+  EXPECT_THAT(suites, ::testing::ElementsAre("suite check on the baseline",
+                                             "suite check on the candidate"));
   EXPECT_NEAR(last_pair->current_estimate(), v.metrics(0).speedup(), 1e-9);
   // The feedback bundle names the metric that moved.
   std::ifstream feedback(Tmp() + "/out-" + name_ + "/feedback.json");
