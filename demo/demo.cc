@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -93,6 +94,7 @@ class Demo {
  private:
   absl::Status Prepare();
   absl::Status StartServices();
+  void SeedTrustedCache(const std::string& shared);
   absl::Status StartNode(size_t i);  // Starts node_specs_[i].
   absl::Status AwaitNodes();
   absl::Status SubmitAll();
@@ -184,6 +186,27 @@ absl::Status Demo::Prepare() {
   return absl::OkStatus();
 }
 
+// The nodes' trusted cache starts from this machine's own Bazel disk cache
+// (the repository's .bazelrc puts it at ~/.cache/densegate/bazel-disk), which
+// building densegate and running its tests fill with the workload's actions:
+// the demo trusts what its own user built. Hard links, not copies: entries
+// are never changed in place (Bazel writes a new file and renames it), and
+// they become the baseline user's with the rest of the trusted cache.
+void Demo::SeedTrustedCache(const std::string& shared) {
+  const char* home = std::getenv("HOME");
+  if (home == nullptr) return;
+  const std::string own = std::string(home) + "/.cache/densegate/bazel-disk";
+  const std::string seeded = shared + "/bazel-disk";
+  std::error_code ec;
+  if (!fs::is_directory(own) || fs::exists(seeded, ec)) return;
+  out_ << "seeding the nodes' trusted build cache from " << own << " (hard links)\n";
+  fs::copy(own, seeded, fs::copy_options::recursive | fs::copy_options::create_hard_links, ec);
+  if (ec) {
+    out_ << "note: cannot seed it (" << ec.message() << "); the nodes build from scratch\n";
+    fs::remove_all(seeded, ec);
+  }
+}
+
 absl::Status Demo::StartServices() {
   std::error_code ec;
   fs::create_directories(o_.out_dir + "/logs", ec);
@@ -239,6 +262,7 @@ absl::Status Demo::StartServices() {
   // Their candidate arms run as users of their own.
   const std::string shared = o_.cache_dir + "/bazel-shared";
   fs::create_directories(shared, ec);
+  SeedTrustedCache(shared);
   for (const auto& [name, cpus, candidate_uid] :
        {std::tuple{"node-a", cpus_a, "59001"}, std::tuple{"node-b", cpus_b, "59101"}}) {
     const std::string ws = o_.cache_dir + "/nodes/" + name;
