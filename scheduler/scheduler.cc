@@ -3,8 +3,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <iostream>
 #include <functional>
+#include <iostream>
 #include <optional>
 #include <set>
 
@@ -402,7 +402,7 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
           }
         }
         if (verdict.evaluation_id().empty()) return Invalid("verdict.evaluation_id is required");
-        if (!known && !verdict.evaluation_id().empty()) {
+        if (!known) {
           absl::StatusOr<std::vector<v1::Sample>> all = s_->store_->ListSamples(verdict.evaluation_id());
           if (all.ok()) {
             for (const v1::Sample& smp : *all) ids.push_back(smp.id());
