@@ -138,6 +138,14 @@ class Evaluation {
   // runner or benchmark can keep nothing (hidden inputs included) for later.
   enum class Access { kBuild, kMeasure };
   Confinement ArmSandbox(bool candidate, Access access) const;
+  // A progress line of `stage` for whoever listens.
+  void Say(v1::StageKind stage, const std::string& message) const {
+    if (listener_ == nullptr) return;
+    v1::Progress p;
+    p.set_stage(stage);
+    p.set_message(message);
+    listener_->OnProgress(p);
+  }
   // The host user an arm's sandbox runs as (EvaluatorOptions::sandbox_uid).
   uint32_t ArmUid(bool candidate) const {
     if (!candidate) return options_.sandbox_uid;
@@ -348,12 +356,7 @@ absl::StatusOr<bool> Evaluation::Build() {
   const auto& build = manifest_.build();
   for (bool candidate : {false, true}) {
     std::string arm = candidate ? "candidate" : "baseline";
-    if (listener_) {
-      v1::Progress p;
-      p.set_stage(v1::BUILD);
-      p.set_message("building " + arm);
-      listener_->OnProgress(p);
-    }
+    Say(v1::BUILD, "building " + arm);
     absl::StatusOr<ProcessResult> r = Shell(build.command(), candidate, "build-" + arm,
                                             build.timeout_s(), ArmSandbox(candidate, Access::kBuild));
     if (!r.ok()) return r.status();
@@ -407,12 +410,7 @@ KernelCheckSetup Evaluation::CheckSetup(bool candidate, const std::string& log_n
 
 bool Evaluation::KernelChecks(StageRun* run, std::vector<std::string>* failed, int* passed) {
   for (const v1::KernelCheck& check : manifest_.kernel_checks()) {
-    if (listener_) {
-      v1::Progress p;
-      p.set_stage(v1::CORRECTNESS);
-      p.set_message("kernel check " + check.name());
-      listener_->OnProgress(p);
-    }
+    Say(v1::CORRECTNESS, "kernel check " + check.name());
     KernelCheckReport r = RunKernelCheck(check, CheckSetup(true, "check-" + check.name()));
     v1::TestCaseResult* t = run->stage().add_tests();
     t->set_suite("kernel_checks");
@@ -450,14 +448,9 @@ absl::StatusOr<bool> Evaluation::Precision() {
   StageRun run(v1::PRECISION, listener_, &stages_);
   std::vector<std::string> passed;
   for (const v1::PrecisionSuite& suite : manifest_.precision()) {
-    if (listener_) {
-      v1::Progress p;
-      p.set_stage(v1::PRECISION);
-      p.set_message(absl::StrFormat("precision suite %s (%s, up to %d tokens)", suite.name(),
-                                    suite.op(), suite.lengths().empty() ? 0 : suite.lengths(
-                                                    suite.lengths_size() - 1)));
-      listener_->OnProgress(p);
-    }
+    Say(v1::PRECISION,
+        absl::StrFormat("precision suite %s (%s, up to %d tokens)", suite.name(), suite.op(),
+                        suite.lengths().empty() ? 0 : suite.lengths(suite.lengths_size() - 1)));
     PrecisionSetup setup;
     setup.launcher = launcher_;
     setup.baseline_dir = checkout_.baseline_dir;
@@ -525,12 +518,7 @@ absl::StatusOr<bool> Evaluation::Correctness() {
   // scratch). How the baseline fares is told, and decides nothing.
   std::vector<std::string> baseline_failing;
   for (const v1::CorrectnessSuite& suite : failed.empty() ? manifest_.correctness() : kNone) {
-    if (listener_) {
-      v1::Progress p;
-      p.set_stage(v1::CORRECTNESS);
-      p.set_message(absl::StrFormat("suite %s on the baseline", suite.name()));
-      listener_->OnProgress(p);
-    }
+    Say(v1::CORRECTNESS, absl::StrFormat("suite %s on the baseline", suite.name()));
     absl::StatusOr<ProcessResult> r =
         Shell(suite.command(), false, "correctness-baseline-" + suite.name(), suite.timeout_s(),
               ArmSandbox(false, Access::kBuild));
@@ -542,12 +530,7 @@ absl::StatusOr<bool> Evaluation::Correctness() {
           ? ""
           : absl::StrFormat(" (the baseline fails %s too)", absl::StrJoin(baseline_failing, ", "));
   for (const v1::CorrectnessSuite& suite : failed.empty() ? manifest_.correctness() : kNone) {
-    if (listener_) {
-      v1::Progress p;
-      p.set_stage(v1::CORRECTNESS);
-      p.set_message(absl::StrFormat("suite %s on the candidate", suite.name()));
-      listener_->OnProgress(p);
-    }
+    Say(v1::CORRECTNESS, absl::StrFormat("suite %s on the candidate", suite.name()));
     std::string name = "correctness-" + suite.name();
     absl::StatusOr<ProcessResult> r = Shell(suite.command(), true, name, suite.timeout_s(),
                                             ArmSandbox(true, Access::kBuild));
@@ -1002,12 +985,7 @@ void Evaluation::FindUnchangedBenchmarks() {
         metrics_[i].inputs_identical = true;
       }
     }
-    if (listener_ != nullptr) {
-      v1::Progress p;
-      p.set_stage(v1::MICROBENCHMARK);
-      p.set_message(message);
-      listener_->OnProgress(p);
-    }
+    Say(v1::MICROBENCHMARK, message);
   }
 }
 
@@ -1112,12 +1090,7 @@ void Evaluation::TakePriorSamples(int64_t* next_sample_id, std::string* note) {
   }
   if (parts.empty()) return;
   *note = absl::StrJoin(parts, "; ");
-  if (listener_ != nullptr) {
-    v1::Progress p;
-    p.set_stage(v1::MICROBENCHMARK);
-    p.set_message(*note);
-    listener_->OnProgress(p);
-  }
+  Say(v1::MICROBENCHMARK, *note);
 }
 
 absl::Status Evaluation::CheckDiskSpace(bool after_failure) const {

@@ -922,17 +922,10 @@ absl::StatusOr<v1::Verdict> Scheduler::DecideHere(const results::LeaseRef& lease
     if (!stored.ok()) return stored.status();
     evaluation = *std::move(stored);
   }
-  std::vector<v1::Sample> samples;
-  if (reported.provenance().sample_ids_size() > 0) {
-    absl::StatusOr<std::vector<v1::Sample>> all = store_->ListSamples(reported.evaluation_id());
-    if (!all.ok()) return all.status();
-    const std::set<int64_t> used(reported.provenance().sample_ids().begin(),
-                                 reported.provenance().sample_ids().end());
-    for (v1::Sample& s : *all) {
-      if (used.count(s.id()) > 0) samples.push_back(std::move(s));
-    }
-  }
-  absl::StatusOr<v1::Verdict> decided = results::Redecide(reported, evaluation, samples);
+  absl::StatusOr<std::vector<v1::Sample>> samples =
+      results::NamedSamples(*store_, reported.evaluation_id(), reported.provenance());
+  if (!samples.ok()) return samples.status();
+  absl::StatusOr<v1::Verdict> decided = results::Redecide(reported, evaluation, *samples);
   std::vector<std::string> differences =
       decided.ok() ? results::DecisionDifferences(reported, *decided)
                    : std::vector<std::string>{std::string(decided.status().message())};

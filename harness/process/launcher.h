@@ -166,6 +166,10 @@ absl::Status CheckSandbox(const SandboxOptions& options);
 // stderr_path); empty when it is missing.
 std::string ReadOutputFile(const std::string& path);
 
+// Writes all of `text` to `fd`, through short writes and EINTR; false on an
+// error (errno tells which).
+bool WriteAll(int fd, const std::string& text);
+
 }  // namespace densegate::harness
 
 #endif  // DENSEGATE_HARNESS_PROCESS_LAUNCHER_H_

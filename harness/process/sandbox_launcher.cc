@@ -135,14 +135,7 @@ std::string RemoveTree(const std::string& dir) {
 absl::StatusOr<int> DataFd(const char* name, const std::string& content) {
   int fd = memfd_create(name, MFD_CLOEXEC);
   if (fd < 0) return absl::UnavailableError(absl::StrCat(name, ": ", std::strerror(errno)));
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
-  }
-  if (done != content.size() || lseek(fd, 0, SEEK_SET) != 0) {
+  if (!WriteAll(fd, content) || lseek(fd, 0, SEEK_SET) != 0) {
     close(fd);
     return absl::UnavailableError(absl::StrCat(name, ": ", std::strerror(errno)));
   }
@@ -1018,6 +1011,17 @@ std::string ProcessResult::Describe() const {
                            strsignal(term_signal), wall_seconds);
   }
   return absl::StrFormat("exited with %d after %.2f s", exit_code, wall_seconds);
+}
+
+bool WriteAll(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
 }
 
 std::string ReadOutputFile(const std::string& path) {

@@ -16,17 +16,6 @@ constexpr int kSharedMemoryFd = 3;
 
 int64_t Align64(int64_t x) { return (x + 63) / 64 * 64; }
 
-bool WriteAll(int fd, const std::string& s) {
-  size_t done = 0;
-  while (done < s.size()) {
-    ssize_t n = write(fd, s.data() + done, s.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
 }  // namespace
 
 absl::StatusOr<RunnerLayout> LayoutFromDescription(const std::string& op,

@@ -165,6 +165,20 @@ absl::StatusOr<v1::Verdict> Redecide(const v1::Verdict& reported,
   return MakeVerdict(input, *result, context);
 }
 
+absl::StatusOr<std::vector<v1::Sample>> NamedSamples(Store& store,
+                                                     absl::string_view evaluation_id,
+                                                     const v1::Provenance& provenance) {
+  std::vector<v1::Sample> samples;
+  if (provenance.sample_ids().empty()) return samples;
+  absl::StatusOr<std::vector<v1::Sample>> all = store.ListSamples(evaluation_id);
+  if (!all.ok()) return all.status();
+  const std::set<int64_t> named(provenance.sample_ids().begin(), provenance.sample_ids().end());
+  for (v1::Sample& s : *all) {
+    if (named.count(s.id()) > 0) samples.push_back(std::move(s));
+  }
+  return samples;
+}
+
 std::vector<std::string> DecisionDifferences(const v1::Verdict& a, const v1::Verdict& b) {
   std::string report;
   google::protobuf::util::MessageDifferencer differ;
@@ -187,20 +201,17 @@ absl::StatusOr<Recomputation> RecomputeVerdict(Store& store,
   if (!evaluation.ok()) return evaluation.status();
   absl::StatusOr<v1::Verdict> stored = store.GetVerdict(evaluation_id);
   if (!stored.ok()) return stored.status();
-  absl::StatusOr<std::vector<v1::Sample>> all = store.ListSamples(evaluation_id);
-  if (!all.ok()) return all.status();
-  const std::set<int64_t> used(stored->provenance().sample_ids().begin(),
-                               stored->provenance().sample_ids().end());
-  std::vector<v1::Sample> samples;
-  for (const v1::Sample& s : *all) {
-    if (used.count(s.id())) samples.push_back(s);
-  }
-  if (samples.size() != used.size()) {
+  absl::StatusOr<std::vector<v1::Sample>> samples =
+      NamedSamples(store, evaluation_id, stored->provenance());
+  if (!samples.ok()) return samples.status();
+  const std::set<int64_t> named(stored->provenance().sample_ids().begin(),
+                                stored->provenance().sample_ids().end());
+  if (samples->size() != named.size()) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "verdict of %s names %d samples but only %d are in the store",
-        std::string(evaluation_id), used.size(), samples.size()));
+        std::string(evaluation_id), named.size(), samples->size()));
   }
-  absl::StatusOr<v1::Verdict> recomputed = Redecide(*stored, *evaluation, samples);
+  absl::StatusOr<v1::Verdict> recomputed = Redecide(*stored, *evaluation, *samples);
   if (!recomputed.ok()) return recomputed.status();
   Recomputation out;
   out.stored = *stored;

@@ -64,6 +64,12 @@ absl::StatusOr<v1::Verdict> Redecide(const v1::Verdict& reported,
                                      const v1::Evaluation& evaluation,
                                      absl::Span<const v1::Sample> samples);
 
+// The samples of `evaluation_id` in the store whose ids a verdict's
+// provenance names, in the store's order (no store call when it names none).
+absl::StatusOr<std::vector<v1::Sample>> NamedSamples(Store& store,
+                                                     absl::string_view evaluation_id,
+                                                     const v1::Provenance& provenance);
+
 // One line per difference in what the gate decides (decision, policy,
 // reasons, metric comparisons, claims), e.g. "metrics[0].ci_low: 1.61 vs
 // 1.62"; empty when they agree.
