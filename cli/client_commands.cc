@@ -387,6 +387,9 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
   cmd->add_option("--metric_scope", sub->metric_scope,
                   "measure and gate only this metric, repeatable (no --branch)");
   cmd->add_option("--hypothesis", *sub->req.mutable_hypothesis(), "what you expect and why");
+  cmd->add_option("--precision-change", *sub->req.mutable_precision_change(),
+                  "declare a change of numerics (e.g. \"fp8 kv cache\"): serving outputs then "
+                  "need only agree within the manifest's min_token_agreement");
   cmd->add_option("--campaign", *sub->req.mutable_campaign(), "groups an agent's experiments");
   cmd->add_option("--priority", [sub](const CLI::results_t& r) {
     int p = 0;

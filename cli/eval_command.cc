@@ -30,6 +30,7 @@ struct EvalArgs {
   bool json = false;
   bool override_protected = false;
   std::string override_reason;
+  std::string precision_change;
   SandboxFlags sandbox;
 };
 
@@ -83,6 +84,7 @@ int Eval(const EvalArgs& args) {
   }
   request.protected_path_override = args.override_protected;
   request.override_reason = args.override_reason;
+  request.precision_change = args.precision_change;
   request.out_dir = args.out;
   if (!args.out.empty()) {
     std::error_code ec;
@@ -103,6 +105,7 @@ int Eval(const EvalArgs& args) {
   options.machine_probe = probe.get();
   options.sandbox_uid = args.sandbox.sandbox_uid;
   options.candidate_uid = args.sandbox.candidate_uid;
+  options.arm_disk_quota_bytes = args.sandbox.arm_disk_quota_mib << 20;
   options.isolation = Isolation(args.sandbox);
   absl::StatusOr<std::unique_ptr<harness::ProcessLauncher>> launcher =
       NewArmLauncher(args.sandbox, "eval");
@@ -164,6 +167,9 @@ void AddEvalCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--override-protected", args->override_protected,
                 "Accept changes to protected paths (recorded in the verdict)");
   cmd->add_option("--override-reason", args->override_reason, "Why the override");
+  cmd->add_option("--precision-change", args->precision_change,
+                  "Declare a change of numerics (e.g. \"fp8 kv cache\"): serving outputs then "
+                  "need only agree within the manifest's min_token_agreement");
   AddSandboxFlags(cmd, &args->sandbox);
   cmd->callback([args, exit_code] { *exit_code = Eval(*args); });
 }

@@ -29,6 +29,14 @@ int CheckManifest(const std::string& path) {
             << manifest->benchmarks_size() << " benchmarks with " << metrics
             << " metrics, " << manifest->protected_paths_size()
             << " protected paths)\n";
+  const std::vector<ManifestError> warnings = ManifestWarnings(*manifest);
+  for (const ManifestError& w : warnings) std::cerr << "  warning: " << w.ToString() << "\n";
+  if (!warnings.empty()) {
+    std::cerr << path << ": " << warnings.size()
+              << (warnings.size() == 1 ? " warning" : " warnings")
+              << ": gains there are not checked against a trusted measurement "
+                 "(harness/README.md, \"Benchmark-only gains\")\n";
+  }
   return kExitAccept;
 }
 
@@ -42,7 +50,8 @@ void AddManifestCommand(CLI::App& app, int* exit_code) {
   CLI::App* check = manifest->add_subcommand(
       "check",
       "Parse and validate a manifest; print OK or every error with its field "
-      "path (exit 2 on error).");
+      "path (exit 2 on error), and warn about benchmark metrics whose gains no "
+      "trusted measurement confirms.");
   auto path = std::make_shared<std::string>("densegate.json");
   check->add_option("path", *path,
                     "Manifest file; its directory is the repository root")

@@ -16,6 +16,11 @@ void AddSandboxFlags(CLI::App* cmd, SandboxFlags* flags) {
                   "host user the candidate arm of slot 0 runs as, slot S as this + S "
                   "(default --sandbox_uid + 1; nodes sharing a machine need ranges that do "
                   "not overlap)");
+  cmd->add_option("--arm_disk_quota_mib", flags->arm_disk_quota_mib,
+                  "disk a candidate's arm (worktree, home, build cache) may fill; a build or "
+                  "test past it is stopped and rejects the candidate")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
 }
 
 absl::StatusOr<std::unique_ptr<harness::ProcessLauncher>> NewArmLauncher(

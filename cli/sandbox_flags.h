@@ -18,6 +18,7 @@ struct SandboxFlags {
   bool unsafe_no_sandbox = false;
   uint32_t sandbox_uid = 59000;
   uint32_t candidate_uid = 0;  // 0: sandbox_uid + 1.
+  int64_t arm_disk_quota_mib = 32 << 10;  // EvaluatorOptions::arm_disk_quota_bytes.
 };
 
 void AddSandboxFlags(CLI::App* cmd, SandboxFlags* flags);

@@ -367,6 +367,7 @@ absl::Status Demo::SubmitAll() {
     req.set_candidate_ref(repo_.candidate_sha.at(c.name));
     req.set_kind(c.kind);
     req.set_hypothesis(c.hypothesis);
+    req.set_precision_change(c.precision_change);
     if (c.submitter == "agent") req.set_campaign("kda-decode");
     for (const v1::Claim& claim : c.claims) *req.add_claims() = claim;
     grpc::ClientContext ctx;

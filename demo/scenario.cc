@@ -120,6 +120,8 @@ absl::StatusOr<Scenario> LoadScenario(const std::string& path) {
     sc.kind = *v == "ci" ? v1::CI : v1::EXPERIMENT;
     if (v = String(c, "hypothesis", path, where, false); !v.ok()) return v.status();
     sc.hypothesis = *v;
+    if (v = String(c, "precision_change", path, where, false); !v.ok()) return v.status();
+    sc.precision_change = *v;
     for (const json& claim : c.value("claims", json::array())) {
       if (!claim.is_object() || !claim.contains("metric") || !claim["metric"].is_string() ||
           !claim.contains("min_speedup") || !claim["min_speedup"].is_number()) {

@@ -24,6 +24,8 @@ struct ScenarioCandidate {
   v1::CandidateKind kind = v1::EXPERIMENT;
   std::string hypothesis;
   std::vector<v1::Claim> claims;
+  // A declared change of numerics (v1::Candidate::precision_change).
+  std::string precision_change;
   bool merge = false;  // Targets the scenario's branch (ci only).
   // What must happen. An expected ACCEPT also needs every claim verified.
   v1::Decision expect_decision = v1::ACCEPT;

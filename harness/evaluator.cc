@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -24,6 +25,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "harness/feedback.h"
 #include "harness/identity/benchmark_inputs.h"
+#include "harness/identity/generated_outputs.h"
 #include "harness/parse/benchmark_output.h"
 #include "harness/runner/kernel_check.h"
 #include "harness/runner/precision_suite.h"
@@ -42,6 +44,14 @@ using results::MetricSamples;
 
 // The upper median (the middle element; for an even count, the higher of
 // the two middle ones); 0 for none.
+// A seed for a serving benchmark's prompts, from OS entropy: neither the
+// candidate nor anything it built can know it before its run.
+std::string PromptSeed() {
+  std::random_device entropy;
+  const uint64_t seed = (static_cast<uint64_t>(entropy()) << 32 | entropy()) >> 1;
+  return std::to_string(seed);
+}
+
 double UpperMedian(std::vector<double> v) {
   if (v.empty()) return 0;
   std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
@@ -180,6 +190,14 @@ class Evaluation {
   // marked inputs_identical (never measured). Records each one's digests in
   // benchmark_inputs_. Call once metrics_ is built.
   void FindUnchangedBenchmarks();
+  // Records what one arm of benchmark `b` generated in pair `pair`; once
+  // both arms have, compares them (OutputCheck) and returns why the
+  // candidate's are not acceptable, or nullopt.
+  std::optional<std::string> OutputMismatch(const v1::BenchmarkSpec& b, bool candidate, int pair,
+                                            GeneratedTokens tokens);
+  // Under a declared precision change: why a benchmark's agreement pooled
+  // over its pairs is below its OutputCheck's bound, or nullopt.
+  std::optional<std::string> PooledOutputMismatch() const;
   // For a re-measure (request_.prior): each benchmark to measure that read
   // the prior's inputs arm for arm gets the prior's complete leading pairs
   // of its metrics in metrics_ and samples_ (new ids from *next_sample_id)
@@ -188,10 +206,21 @@ class Evaluation {
   void TakePriorSamples(int64_t* next_sample_id, std::string* note);
   // Whether the request's metric scope takes in `metric` (an empty scope
   // takes in every metric).
+  // In the request's metric scope, or confirming a metric that is: a gain
+  // on a confirmed metric means nothing without its confirmer's samples.
   bool InScope(const std::string& metric) const {
-    return request_.metric_scope.empty() ||
-           std::find(request_.metric_scope.begin(), request_.metric_scope.end(), metric) !=
-               request_.metric_scope.end();
+    auto scoped = [&](const std::string& name) {
+      return request_.metric_scope.empty() ||
+             std::find(request_.metric_scope.begin(), request_.metric_scope.end(), name) !=
+                 request_.metric_scope.end();
+    };
+    if (scoped(metric)) return true;
+    for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
+      for (const v1::MetricSpec& m : b.metrics()) {
+        if (m.confirmed_by() == metric && scoped(m.name())) return true;
+      }
+    }
+    return false;
   }
   bool InScope(const v1::BenchmarkSpec& b) const {
     return std::any_of(b.metrics().begin(), b.metrics().end(),
@@ -203,6 +232,17 @@ class Evaluation {
   // log of this evaluation reports ENOSPC: a full disk is the node's
   // problem, never the candidate's.
   absl::Status CheckDiskSpace(bool after_failure) const;
+  // Bytes the files under `dirs` take (symbolic links not followed, each
+  // inode once).
+  static int64_t DiskUsage(const std::vector<std::string>& dirs);
+  // The candidate's and the baseline's arm: worktree, home and build cache.
+  std::vector<std::string> ArmDirs(bool candidate) const;
+  // Why the candidate's arm is to blame for the disk (over its quota, or
+  // bigger than the baseline's while the filesystem is below
+  // min_free_bytes), or empty.
+  std::string CandidateDiskBlame(bool disk_low);
+  // ProcessSpec::watch for the candidate's build and test commands.
+  std::function<std::string()> CandidateDiskWatch();
   // Per-arm medians of the benchmarks' counters into counters_.
   void SummarizeCounters();
   // One unmeasured traced run per arm of each benchmark with a trace_arg,
@@ -224,7 +264,16 @@ class Evaluation {
   absl::Status infrastructure_;
   std::vector<v1::Sample> samples_;
   std::vector<MetricSamples> metrics_;
-  // Benchmarks not measured: their inputs were identical in both arms.
+  // Set when CandidateDiskWatch stopped a command: the disk is the
+  // candidate's doing, not the node's.
+  bool candidate_filled_disk_ = false;
+  // OutputCheck: what each arm (0 baseline, 1 candidate) of a benchmark
+  // generated in a pair, by (benchmark, pair), and per benchmark the
+  // comparisons of all its pairs pooled.
+  std::map<std::pair<std::string, int>, GeneratedTokens> generated_[2];
+  std::map<std::string, OutputComparison> agreement_;
+  // Benchmarks and timed kernel checks not measured: their inputs (a
+  // check: its runner) were identical in both arms.
   std::set<std::string> unchanged_;
   // Input digests of the benchmarks with skip_when_identical, per arm.
   std::vector<v1::BenchmarkInputs> benchmark_inputs_;
@@ -266,6 +315,9 @@ absl::StatusOr<ProcessResult> Evaluation::Shell(const std::string& command, bool
   spec.wall_timeout = absl::Seconds(timeout_s > 0 ? timeout_s : 1800);
   spec.limits.file_size_bytes = int64_t{8} << 30;
   spec.cpus = options_.cpus;
+  // The candidate's build and test commands (the ones in its shared
+  // sandbox, which write); never a measured run.
+  if (candidate && !spec.confinement->sandbox.empty()) spec.watch = CandidateDiskWatch();
   return launcher_->Run(spec);
 }
 
@@ -599,6 +651,7 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
       s.direction = m.direction();
       s.primary = m.primary();
       s.stage = b.kind() == v1::GOOGLE_BENCHMARK ? v1::MICROBENCHMARK : v1::END_TO_END;
+      s.confirmed_by = m.confirmed_by();
       metrics_.push_back(s);
     }
   }
@@ -627,9 +680,29 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   // metric at each look; the loop is recorded under the first stage kind.
   StageRun micro(has_micro ? v1::MICROBENCHMARK : v1::END_TO_END, listener_, &stages_);
   FindUnchangedBenchmarks();
-  const bool nothing_to_measure =
-      timed_checks.empty() &&
+  const bool benchmarks_unchanged =
       unchanged_.size() + out_of_scope.size() == static_cast<size_t>(manifest_.benchmarks_size());
+  // A timed check whose runner (with its runfiles) the candidate left
+  // byte-identical would time the baseline's program twice on the harness's
+  // inputs: its metric is exactly unchanged, as a benchmark's is.
+  size_t unchanged_checks = 0;
+  for (size_t i = 0, index = metrics_.size() - timed_checks.size(); i < timed_checks.size();
+       ++i, ++index) {
+    v1::BenchmarkSpec runner;
+    runner.set_command(timed_checks[i]->runner());
+    const absl::StatusOr<std::string> baseline =
+        BenchmarkInputsDigest(runner, checkout_.baseline_dir);
+    const absl::StatusOr<std::string> candidate =
+        BenchmarkInputsDigest(runner, checkout_.candidate_dir);
+    if (!baseline.ok() || !candidate.ok() || *baseline != *candidate) continue;
+    metrics_[index].inputs_identical = true;
+    unchanged_.insert(timed_checks[i]->name());
+    ++unchanged_checks;
+    Say(v1::MICROBENCHMARK,
+        absl::StrFormat("%s: not measured, its runner is byte-identical in both arms",
+                        timed_checks[i]->name()));
+  }
+  const bool nothing_to_measure = benchmarks_unchanged && unchanged_checks == timed_checks.size();
   int pairs = 0;
   int target = nothing_to_measure ? 0 : results::PlanLooks(gate_input_.params).pairs.front();
   int64_t next_sample_id = 1;
@@ -736,6 +809,9 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
         return false;
       }
       size_t first_metric = 0;
+      // The prompts of this pair's serving runs: drawn here, the same for
+      // both arms, unknown to any build (OutputCheck).
+      const std::string pair_seed = PromptSeed();
       for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
         const auto carried = carried_pairs_.find(b.name());
         if (unchanged_.count(b.name()) || !InScope(b) ||
@@ -746,7 +822,8 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
         absl::StatusOr<bool> measured = measure_both_arms(
             b.name(), [&](bool candidate, const std::string& arm) -> absl::StatusOr<bool> {
               size_t metric_index = first_metric;
-              std::string command = b.command();
+              std::string command =
+                  absl::StrReplaceAll(b.command(), {{kSeedPlaceholder, pair_seed}});
               if (b.kind() == v1::GOOGLE_BENCHMARK) command += " --benchmark_format=json";
               std::string name = absl::StrFormat("bench-%s-%s-%d", b.name(), arm, pairs);
               absl::StatusOr<ProcessResult> r = Shell(command, candidate, name, b.timeout_s(),
@@ -814,6 +891,23 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
                   }
                   values.push_back(*v);
                 }
+                if (b.has_outputs()) {
+                  absl::StatusOr<GeneratedTokens> tokens =
+                      JsonTokenSequencesAt(out, b.outputs().source());
+                  if (!tokens.ok()) {
+                    fail(v1::CORRECTNESS_FAILED, std::string(tokens.status().message()));
+                    return false;
+                  }
+                  if (std::optional<std::string> mismatch =
+                          OutputMismatch(b, candidate, pairs, *std::move(tokens))) {
+                    const std::string message = absl::StrFormat(
+                        "candidate benchmark %s (pair %d, prompts from seed %s): %s", b.name(),
+                        pairs, pair_seed, *mismatch);
+                    failures_.push_back(Reason(v1::OUTPUT_MISMATCH, v1::END_TO_END, message));
+                    micro.End(v1::STAGE_FAILED, message);
+                    return false;
+                  }
+                }
                 if (!b.counters().empty()) {
                   // Explanatory only: a missing counters object costs the
                   // attribution, not the verdict.
@@ -848,6 +942,10 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
         first_metric += b.metrics_size();
       }
       for (const v1::KernelCheck* c : timed_checks) {
+        if (unchanged_.count(c->name()) > 0) {
+          ++first_metric;
+          continue;
+        }
         absl::StatusOr<bool> measured = measure_both_arms(
             c->name(), [&](bool candidate, const std::string& arm) -> absl::StatusOr<bool> {
               size_t metric_index = first_metric;
@@ -910,6 +1008,11 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
     }
     target = result->next_pairs;
   }
+  if (std::optional<std::string> mismatch = PooledOutputMismatch()) {
+    failures_.push_back(Reason(v1::OUTPUT_MISMATCH, v1::END_TO_END, *mismatch));
+    micro.End(v1::STAGE_FAILED, *mismatch);
+    return false;
+  }
   bool regressed = false;
   for (const v1::Reason& r : gate_.reasons) regressed |= r.code() == v1::REGRESSION;
   std::string summary =
@@ -924,6 +1027,15 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
                     absl::StrJoin(unchanged_, ", "));
   }
   if (!prior_note.empty()) absl::StrAppend(&summary, "; ", prior_note);
+  for (const auto& [benchmark, pooled] : agreement_) {
+    absl::StrAppend(&summary, "; ", benchmark,
+                    pooled.identical
+                        ? ": generated tokens identical in both arms, every pair"
+                        : absl::StrFormat(": %.1f%% of %d generated tokens agree with the "
+                                          "baseline's (declared precision change: %s)",
+                                          100 * pooled.agreement, pooled.tokens,
+                                          request_.precision_change));
+  }
   if (!request_.metric_scope.empty()) {
     absl::StrAppend(&summary, "; scoped to ", absl::StrJoin(request_.metric_scope, ", "),
                     out_of_scope.empty() ? "" : ", not run: " + absl::StrJoin(out_of_scope, ", "));
@@ -951,6 +1063,36 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
     Skip(has_micro ? v1::END_TO_END : v1::MICROBENCHMARK, "none declared", listener_, &stages_);
   }
   return true;
+}
+
+std::optional<std::string> Evaluation::OutputMismatch(const v1::BenchmarkSpec& b, bool candidate,
+                                                      int pair, GeneratedTokens tokens) {
+  generated_[candidate][{b.name(), pair}] = std::move(tokens);
+  const auto baseline = generated_[0].find({b.name(), pair});
+  const auto subject = generated_[1].find({b.name(), pair});
+  if (baseline == generated_[0].end() || subject == generated_[1].end()) return std::nullopt;
+  const OutputComparison c = CompareGeneratedOutputs(baseline->second, subject->second);
+  Pool(c, &agreement_[b.name()]);
+  // A declared precision change is judged on all pairs together, once the
+  // gate has decided (PooledOutputMismatch); anything else in every pair.
+  std::string why;
+  if (!request_.precision_change.empty() || OutputsAcceptable(c, false, 0, &why)) {
+    return std::nullopt;
+  }
+  return why;
+}
+
+std::optional<std::string> Evaluation::PooledOutputMismatch() const {
+  if (request_.precision_change.empty()) return std::nullopt;
+  for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
+    const auto pooled = agreement_.find(b.name());
+    if (pooled == agreement_.end()) continue;
+    std::string why;
+    if (!OutputsAcceptable(pooled->second, true, b.outputs().min_token_agreement(), &why)) {
+      return absl::StrFormat("candidate benchmark %s, over all pairs: %s", b.name(), why);
+    }
+  }
+  return std::nullopt;
 }
 
 void Evaluation::FindUnchangedBenchmarks() {
@@ -1119,6 +1261,66 @@ absl::Status Evaluation::CheckDiskSpace(bool after_failure) const {
       options_.workspace_root, evidence));
 }
 
+int64_t Evaluation::DiskUsage(const std::vector<std::string>& dirs) {
+  std::set<std::pair<dev_t, ino_t>> seen;
+  int64_t bytes = 0;
+  auto add = [&](const std::string& path) {
+    struct stat st;
+    if (lstat(path.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) return;
+    if (seen.emplace(st.st_dev, st.st_ino).second) bytes += int64_t{st.st_blocks} * 512;
+  };
+  for (const std::string& dir : dirs) {
+    add(dir);
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(
+             dir, std::filesystem::directory_options::skip_permission_denied, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      add(it->path().string());
+    }
+  }
+  return bytes;
+}
+
+std::vector<std::string> Evaluation::ArmDirs(bool candidate) const {
+  const ArmArea& area = candidate ? checkout_.candidate : checkout_.baseline;
+  return {candidate ? checkout_.candidate_dir : checkout_.baseline_dir, area.home, area.cache};
+}
+
+std::string Evaluation::CandidateDiskBlame(bool disk_low) {
+  const int64_t mine = DiskUsage(ArmDirs(true));
+  const double mib = 1 << 20;
+  if (mine > options_.arm_disk_quota_bytes) {
+    return absl::StrFormat("the candidate's arm holds %.1f MiB, over its %.1f MiB disk quota",
+                           mine / mib, options_.arm_disk_quota_bytes / mib);
+  }
+  if (!disk_low) return "";
+  const int64_t theirs = DiskUsage(ArmDirs(false));
+  if (mine <= theirs) return "";
+  return absl::StrFormat(
+      "the workspace's filesystem is below the %.1f MiB the node keeps free, and the "
+      "candidate's arm holds %.1f MiB, more than the baseline's %.1f MiB: the candidate filled "
+      "the disk",
+      options_.min_free_bytes / mib, mine / mib, theirs / mib);
+}
+
+std::function<std::string()> Evaluation::CandidateDiskWatch() {
+  // Free space is cheap to read every time; walking the arm costs about a
+  // millisecond per thousand files, so it runs when the disk is low or at
+  // most 2% of the time.
+  auto next_walk = std::make_shared<absl::Time>(absl::InfinitePast());
+  return [this, next_walk]() -> std::string {
+    struct statvfs fs;
+    const bool low = statvfs(options_.workspace_root.c_str(), &fs) == 0 &&
+                     static_cast<double>(fs.f_bavail) * fs.f_frsize < options_.min_free_bytes;
+    if (!low && absl::Now() < *next_walk) return "";
+    const absl::Time start = absl::Now();
+    std::string blame = CandidateDiskBlame(low);
+    *next_walk = absl::Now() + std::max(absl::Milliseconds(500), 50 * (absl::Now() - start));
+    if (!blame.empty()) candidate_filled_disk_ = true;
+    return blame;
+  };
+}
+
 void Evaluation::SummarizeCounters() {
   for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
     auto it = counter_samples_.find(b.name());
@@ -1148,7 +1350,8 @@ std::string Evaluation::Traces() {
       const std::string arm = candidate ? "candidate" : "baseline";
       const std::string path = absl::StrFormat("%s/%s-%s.json", dir, b.name(), arm);
       const std::string command =
-          absl::StrCat(b.command(), " ", absl::StrReplaceAll(b.trace_arg(), {{"{path}", path}}));
+          absl::StrCat(absl::StrReplaceAll(b.command(), {{kSeedPlaceholder, PromptSeed()}}), " ",
+                       absl::StrReplaceAll(b.trace_arg(), {{"{path}", path}}));
       const std::string name = absl::StrFormat("trace-%s-%s", b.name(), arm);
       // The arm may write this one file, created for it beforehand.
       Confinement confinement = ArmSandbox(candidate, Access::kMeasure);
@@ -1208,10 +1411,17 @@ absl::StatusOr<EvalOutcome> Evaluation::Run() {
     if (!r.ok() || !*r) {
       ok = false;
       // A stage that failed because the disk filled up says nothing about
-      // the candidate.
-      if (absl::Status space = CheckDiskSpace(true); !space.ok()) {
-        infrastructure_ = space;
-        failures_.clear();
+      // the candidate, unless the candidate's arm filled it.
+      if (absl::Status space = CheckDiskSpace(true); !space.ok() && !candidate_filled_disk_) {
+        std::string blame = failures_.empty() ? "" : CandidateDiskBlame(true);
+        if (blame.empty()) {
+          infrastructure_ = space;
+          failures_.clear();
+        } else {
+          v1::Reason reason = failures_.front();
+          reason.set_message(blame);
+          failures_.push_back(reason);
+        }
       }
       break;
     }

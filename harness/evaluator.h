@@ -73,6 +73,10 @@ struct EvalRequest {
   v1::PriorMeasurement prior;
   bool protected_path_override = false;
   std::string override_reason;
+  // A declared change of numerics (v1::Candidate::precision_change): a
+  // benchmark with an OutputCheck then accepts the candidate's generated
+  // tokens within its min_token_agreement instead of only identical ones.
+  std::string precision_change;
   // Feedback bundle directory; empty: none.
   std::string out_dir;
   // Seeds the statistics (bootstrap); recorded in the verdict.
@@ -113,6 +117,13 @@ struct EvaluatorOptions {
   // stage or after one failed (or when a failed stage's log reports ENOSPC),
   // the evaluation ends as an infrastructure error, not a verdict.
   int64_t min_free_bytes = int64_t{256} << 20;
+  // Disk the candidate's arm (its worktree, home and build cache) may fill
+  // during its build and correctness commands. Past it, or when the
+  // workspace's filesystem falls below min_free_bytes while the candidate's
+  // arm holds more than the baseline's, the command is stopped and the
+  // candidate rejected: a candidate that fills the disk fails its own
+  // evaluation, not the node's.
+  int64_t arm_disk_quota_bytes = int64_t{32} << 30;
   // Set when other nodes share this machine (not owned): the two measured
   // processes of each benchmark of a pair run under it exclusively, every
   // other stage shared.

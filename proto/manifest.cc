@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -162,6 +163,19 @@ void CheckOp(Checker& c, const std::string& field, const std::string& op,
   }
 }
 
+// A lowercase identifier ([a-z0-9_]+): what names an op or a variant.
+void CheckWord(Checker& c, const std::string& field, const std::string& word,
+               const char* what) {
+  const bool ok = !word.empty() && std::all_of(word.begin(), word.end(), [](char ch) {
+    return std::islower(static_cast<unsigned char>(ch)) ||
+           std::isdigit(static_cast<unsigned char>(ch)) || ch == '_';
+  });
+  if (!ok) {
+    c.Error(field, absl::StrFormat("%s\"%s\": must be %s in lowercase letters, digits and _",
+                                   word.empty() ? "required: " : "", word, what));
+  }
+}
+
 // A runner, results or protected path must stay inside the worktree.
 // Returns false (and reports) when it does not.
 bool CheckRelativePath(Checker& c, const std::string& field,
@@ -218,7 +232,9 @@ void CheckKernelChecks(Checker& c, const Manifest& m, UniqueNames& suites,
     std::string f = Indexed("kernel_checks", i);
     c.NonEmpty(f + ".name", k.name(), "a check name");
     suites.Add(c, f + ".name", k.name());
-    CheckOp(c, f + ".op", k.op(), KnownKernelOps());
+    // Any op the repository's runner implements (it describes its buffers);
+    // the ops of this repository's runner also get their shapes checked.
+    CheckWord(c, f + ".op", k.op(), "an op of the kernel runner, e.g. kda_decode");
     c.NonEmpty(f + ".runner", k.runner(), "path of the kernel runner binary");
     CheckRelativePath(c, f + ".runner", k.runner());
     CheckShape(c, f + ".shape", k.op(), k.shape());
@@ -229,6 +245,7 @@ void CheckKernelChecks(Checker& c, const Manifest& m, UniqueNames& suites,
                               k.calls()));
     }
     metrics.Add(c, f + ".metric", k.metric());
+    if (!k.variant().empty()) CheckWord(c, f + ".variant", k.variant(), "a variant, e.g. fused");
   }
 }
 
@@ -269,6 +286,28 @@ void CheckPrecision(Checker& c, const Manifest& m, UniqueNames& suites) {
         c.Error(absl::StrCat(f, ".params.", key), "must be a finite number");
       }
     }
+  }
+}
+
+void CheckOutputs(Checker& c, const std::string& f, const v1::BenchmarkSpec& b) {
+  if (!b.has_outputs()) return;
+  if (b.kind() != v1::JSON_COMMAND) {
+    c.Error(f + ".outputs", "only used with kind JSON_COMMAND");
+    return;
+  }
+  c.NonEmpty(f + ".outputs.source", b.outputs().source(),
+             "a dotted path to the array of generated token ids per request");
+  const double agreement = b.outputs().min_token_agreement();
+  if (!std::isfinite(agreement) || agreement < 0 || agreement > 1) {
+    c.Error(f + ".outputs.min_token_agreement",
+            absl::StrFormat("must be in [0, 1] (0: no precision change accepted), got %g",
+                            agreement));
+  }
+  if (!absl::StrContains(b.command(), kSeedPlaceholder)) {
+    c.Error(f + ".command",
+            absl::StrFormat("with outputs, must contain %s where the harness puts each "
+                            "pair's seed (e.g. --seed=%s), so that no build knows the prompts",
+                            kSeedPlaceholder, kSeedPlaceholder));
   }
 }
 
@@ -362,6 +401,26 @@ void CheckBenchmarks(Checker& c, const Manifest& m, UniqueNames& suites,
                b.trace_arg().find("{path}") == std::string::npos) {
       c.Error(f + ".trace_arg",
               "must contain {path}, where the trace file goes (e.g. \"--trace={path}\")");
+    }
+    CheckOutputs(c, f, b);
+  }
+}
+
+// confirmed_by must name a timed kernel check's metric: a metric the
+// harness itself times on verified calls.
+void CheckConfirmations(Checker& c, const Manifest& m) {
+  std::set<std::string> timed;
+  for (const v1::KernelCheck& k : m.kernel_checks()) {
+    if (!k.metric().empty()) timed.insert(k.metric());
+  }
+  for (int i = 0; i < m.benchmarks_size(); ++i) {
+    for (int j = 0; j < m.benchmarks(i).metrics_size(); ++j) {
+      const std::string& by = m.benchmarks(i).metrics(j).confirmed_by();
+      if (by.empty() || timed.count(by) > 0) continue;
+      c.Error(Indexed(Indexed("benchmarks", i) + ".metrics", j) + ".confirmed_by",
+              absl::StrFormat("\"%s\" is not the metric of a timed kernel check; expected "
+                              "one of: %s",
+                              by, timed.empty() ? "(none declared)" : absl::StrJoin(timed, ", ")));
     }
   }
 }
@@ -519,15 +578,6 @@ bool DirectoryTree::Exists(absl::string_view path) const {
   return ::stat(full.c_str(), &st) == 0;
 }
 
-const std::vector<std::string>& KnownKernelOps() {
-  static const auto* ops = [] {
-    auto* v = new std::vector<std::string>;
-    for (const auto& [op, shape] : OpShapes()) v->push_back(op);
-    return v;
-  }();
-  return *ops;
-}
-
 const std::vector<std::string>& KnownPrecisionOps() {
   static const auto* ops = new std::vector<std::string>{"kda_decode", "kda_prefill"};
   return *ops;
@@ -581,6 +631,7 @@ std::vector<ManifestError> ValidateManifest(const Manifest& m,
   CheckKernelChecks(c, m, suites, metrics);
   CheckPrecision(c, m, suites);
   CheckBenchmarks(c, m, suites, metrics, &primary_count);
+  CheckConfirmations(c, m);
   if (m.correctness().empty() && m.kernel_checks().empty() &&
       m.precision().empty() && m.benchmarks().empty()) {
     c.Error("", "nothing to evaluate: declare at least one of correctness, "
@@ -625,6 +676,34 @@ absl::StatusOr<Manifest> LoadManifestFile(const std::string& path,
         absl::StrFormat("%s: %d error(s) in the manifest", path, errors->size()));
   }
   return manifest;
+}
+
+std::vector<ManifestError> ManifestWarnings(const v1::Manifest& m) {
+  std::vector<ManifestError> warnings;
+  for (int i = 0; i < m.benchmarks_size(); ++i) {
+    const v1::BenchmarkSpec& b = m.benchmarks(i);
+    const std::string f = Indexed("benchmarks", i);
+    if (b.kind() == v1::JSON_COMMAND) {
+      if (!b.has_outputs()) {
+        warnings.push_back(
+            {f + ".outputs",
+             absl::StrFormat("%s's metrics rest on a candidate-built program alone: set "
+                             "outputs (and {seed} in the command) so that the harness compares "
+                             "what both arms generated",
+                             b.name())});
+      }
+      continue;
+    }
+    for (int j = 0; j < b.metrics_size(); ++j) {
+      if (!b.metrics(j).confirmed_by().empty()) continue;
+      warnings.push_back(
+          {Indexed(f + ".metrics", j) + ".confirmed_by",
+           absl::StrFormat("%s rests on the candidate-built benchmark binary alone: name the "
+                           "metric of a timed kernel check of the same op and configuration",
+                           b.metrics(j).name())});
+    }
+  }
+  return warnings;
 }
 
 std::vector<std::string> MeasuredMetrics(const v1::Manifest& m) {

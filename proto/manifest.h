@@ -58,8 +58,8 @@ class DirectoryTree : public RepoTree {
 // The name the manifest has at a repository's root.
 inline constexpr absl::string_view kManifestFileName = "densegate.json";
 
-// Ops the kernel runner protocol knows, for kernel checks and precision.
-const std::vector<std::string>& KnownKernelOps();
+// Ops the precision stage knows (a kernel check may name any op its
+// runner implements).
 const std::vector<std::string>& KnownPrecisionOps();
 
 // A benchmark command's first word: with skip_when_identical, its
@@ -89,6 +89,16 @@ absl::StatusOr<densegate::v1::Manifest> ParseManifest(
 // to. Returns every error found; empty means valid.
 std::vector<ManifestError> ValidateManifest(const densegate::v1::Manifest& m,
                                             const RepoTree& repo);
+
+// What a valid manifest leaves open to a candidate that games its
+// benchmarks: each GOOGLE_BENCHMARK metric without confirmed_by (a gain
+// measured by the candidate's binary alone) and each JSON_COMMAND benchmark
+// without outputs (its work is not compared). `densegate manifest check`
+// prints them; they do not make the manifest invalid.
+std::vector<ManifestError> ManifestWarnings(const densegate::v1::Manifest& m);
+
+// Where OutputCheck benchmarks take each pair's seed in their command.
+inline constexpr absl::string_view kSeedPlaceholder = "{seed}";
 
 // Reads `path`, parses and validates it, with the repository root taken to
 // be the directory holding the file. On any problem returns

@@ -14,6 +14,7 @@ namespace densegate {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using json = nlohmann::json;
 
 // A repository holding exactly the listed paths.
@@ -178,9 +179,27 @@ INSTANTIATE_TEST_SUITE_P(
          "schema_version", "unsupported version 7"},
         {"MissingBuildCommand", [](json& j) { j["build"].erase("command"); },
          "build.command", "required"},
-        {"UnknownKernelOp",
-         [](json& j) { j["kernel_checks"][0]["op"] = "flash_attention"; },
-         "kernel_checks[0].op", "unknown op \"flash_attention\"; expected one of"},
+        {"KernelOpNotAWord",
+         [](json& j) { j["kernel_checks"][0]["op"] = "flash attention"; },
+         "kernel_checks[0].op", "must be an op of the kernel runner"},
+        {"KernelCheckVariantNotAWord",
+         [](json& j) { j["kernel_checks"][0]["variant"] = "Fused!"; },
+         "kernel_checks[0].variant", "must be a variant"},
+        {"ConfirmedByAnUntimedMetric",
+         [](json& j) { j["benchmarks"][0]["metrics"][0]["confirmed_by"] = "nope"; },
+         "benchmarks[0].metrics[0].confirmed_by", "\"nope\" is not the metric of a timed kernel check"},
+        {"OutputsWithoutASeedInTheCommand",
+         [](json& j) { j["benchmarks"][1]["outputs"]["source"] = "outputs"; },
+         "benchmarks[1].command", "with outputs, must contain {seed}"},
+        {"OutputsAgreementOutOfRange",
+         [](json& j) {
+           j["benchmarks"][1]["command"] = "bin/serve_bench --seed={seed}";
+           j["benchmarks"][1]["outputs"] = {{"source", "outputs"}, {"min_token_agreement", 1.5}};
+         },
+         "benchmarks[1].outputs.min_token_agreement", "must be in [0, 1]"},
+        {"OutputsOnAGoogleBenchmark",
+         [](json& j) { j["benchmarks"][0]["outputs"]["source"] = "outputs"; },
+         "benchmarks[0].outputs", "only used with kind JSON_COMMAND"},
         {"UnknownPrecisionOp",
          [](json& j) { j["precision"][0]["op"] = "quantize_int8"; },
          "precision[0].op", "unknown op \"quantize_int8\""},
@@ -296,6 +315,27 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<InvalidCase>& info) {
       return info.param.name;
     });
+
+TEST(ManifestTest, WarningsNameUnconfirmedMetricsAndUncomparedOutputs) {
+  std::vector<ManifestError> errors;
+  absl::StatusOr<v1::Manifest> m = ParseManifest(ValidManifest().dump(), &errors);
+  ASSERT_TRUE(m.ok());
+  std::vector<ManifestError> warnings = ManifestWarnings(*m);
+  ASSERT_EQ(warnings.size(), 2);
+  EXPECT_EQ(warnings[0].field, "benchmarks[0].metrics[0].confirmed_by");
+  EXPECT_THAT(warnings[0].message, HasSubstr("kda_decode.fused_b32 rests on the candidate-built "
+                                             "benchmark binary alone"));
+  EXPECT_EQ(warnings[1].field, "benchmarks[1].outputs");
+
+  json linked = ValidManifest();
+  linked["benchmarks"][0]["metrics"][0]["confirmed_by"] = "kda_decode.b8";
+  linked["benchmarks"][1]["command"] = "bin/serve_bench --rate=inf --seed={seed}";
+  linked["benchmarks"][1]["outputs"] = {{"source", "outputs"}};
+  EXPECT_THAT(ParseAndValidate(linked), IsEmpty());
+  m = ParseManifest(linked.dump(), &errors);
+  ASSERT_TRUE(m.ok());
+  EXPECT_THAT(ManifestWarnings(*m), IsEmpty());
+}
 
 TEST(ManifestTest, SyntaxErrorNamesLineAndColumn) {
   std::vector<ManifestError> errors;

@@ -146,12 +146,22 @@ absl::StatusOr<BenchRun> RunServeBench(
   const int64_t end_ns = clock->NowNanos();
   const double cpu_s = ProcessCpuSeconds() - cpu_at_start;
   BenchRun run;
-  run.metrics = ComputeServingMetrics(collector.Take(), start_ns, end_ns);
+  std::vector<RequestResult> results = collector.Take();
+  run.metrics = ComputeServingMetrics(results, start_ns, end_ns);
+  // What each request generated, in request order (null for a failed one):
+  // a harness compares these between two builds on the same prompts.
+  std::sort(results.begin(), results.end(),
+            [](const RequestResult& a, const RequestResult& b) { return a.id < b.id; });
+  nlohmann::json outputs = nlohmann::json::array();
+  for (const RequestResult& r : results) {
+    outputs.push_back(r.status.ok() ? nlohmann::json(r.tokens) : nlohmann::json(nullptr));
+  }
   run.memory = engine->Memory();
   run.json = ServingMetricsToJson(run.metrics);
   run.json["config"] = ConfigJson(model, engine_options, dataset);
   run.json["memory"] = MemoryJson(run.memory);
   run.json["stages"] = StagesJson(engine->stats());
+  run.json["outputs"] = std::move(outputs);
   if (engine_options.logger != nullptr) {
     engine_options.logger->Log(
         LogLevel::kInfo, "run_finished",

@@ -575,6 +575,9 @@ absl::StatusOr<results::SubmitResult> Scheduler::Enqueue(const v1::SubmitRequest
   const std::string manifest_hash = Hex(*manifest);
   std::string identity = absl::StrCat(req.repo(), "\n", *base, "\n", *cand, "\n", manifest_hash);
   if (!scope.empty()) absl::StrAppend(&identity, "\nscope ", absl::StrJoin(scope, ","));
+  if (!req.precision_change().empty()) {
+    absl::StrAppend(&identity, "\nprecision change ", req.precision_change());
+  }
   c.set_id(Hex(identity));
   c.set_repo(req.repo());
   c.set_target_branch(req.target_branch());
@@ -590,6 +593,7 @@ absl::StatusOr<results::SubmitResult> Scheduler::Enqueue(const v1::SubmitRequest
   c.set_submitter(submitter);
   c.set_protected_path_override(req.protected_path_override());
   c.set_override_reason(req.override_reason());
+  c.set_precision_change(req.precision_change());
   c.set_manifest_hash(manifest_hash);
   *c.mutable_metric_scope() = {scope.begin(), scope.end()};
   c.set_remeasure_of(remeasure_of);
@@ -636,6 +640,7 @@ absl::StatusOr<std::string> Scheduler::Remeasure(const v1::Evaluation& original,
   req.set_campaign(c.campaign());
   req.set_protected_path_override(c.protected_path_override());
   req.set_override_reason(c.override_reason());
+  req.set_precision_change(c.precision_change());
   absl::StatusOr<results::SubmitResult> r = Enqueue(req, c.submitter(), original.id());
   if (!r.ok()) return r.status();
   return r->evaluation.id();

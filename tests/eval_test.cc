@@ -90,6 +90,7 @@ class EvalTest : public ::testing::Test {
     options.machine_probe = probe;
     options.precision_baselines = precision_baselines_;
     options.host_lock = host_lock_;
+    if (arm_disk_quota_bytes_ > 0) options.arm_disk_quota_bytes = arm_disk_quota_bytes_;
     Evaluator evaluator(options, launcher_.get());
     EvalRequest request;
     request.repo = repo_;
@@ -100,6 +101,7 @@ class EvalTest : public ::testing::Test {
     request.metric_scope = metric_scope_;
     request.prior = prior_;
     request.protected_path_override = override_protected;
+    request.precision_change = precision_change_;
     request.override_reason = "test";
     request.out_dir = Tmp() + "/out-" + name_;
     Sh("mkdir -p " + request.out_dir);
@@ -108,6 +110,24 @@ class EvalTest : public ::testing::Test {
     EXPECT_TRUE(outcome.ok()) << outcome.status();
     EXPECT_TRUE(outcome->infrastructure_error.ok()) << outcome->infrastructure_error;
     return *outcome;
+  }
+
+  // Adds the fixture's kernel runner (runner.cc, built by build.sh and
+  // protected) and a timed check of the benchmark's checksum, 1M values, to
+  // the repository; returns the manifest for the caller to finish.
+  nlohmann::json WithTimedChecksumRunner() {
+    Sh(absl::StrCat("cp ", Fixture("runner.cc"), " ", repo_, "/"));
+    Sh("sed -i '$a g++ -O2 -std=c++17 -o runner runner.cc' " + repo_ + "/build.sh");
+    nlohmann::json manifest = nlohmann::json::parse(std::ifstream(repo_ + "/densegate.json"));
+    manifest["kernel_checks"] = {{{"name", "checksum-1m"},
+                                  {"op", "checksum"},
+                                  {"runner", "runner"},
+                                  {"shape", {{"n", 1 << 20}}},
+                                  {"max_rel_rms", 1e-6},
+                                  {"calls", 8},
+                                  {"metric", "checksum.runner"}}};
+    manifest["protected_paths"].push_back("runner.cc");
+    return manifest;
   }
 
   static bool HasReason(const v1::Verdict& v, v1::ReasonCode code, const std::string& text) {
@@ -134,6 +154,10 @@ class EvalTest : public ::testing::Test {
       SandboxOptions{.scratch_root = Tmp(), .unsafe_no_sandbox = !Sandboxed()});
   Recorder recorder_;
   std::string name_, repo_;
+  // EvaluatorOptions::arm_disk_quota_bytes of every Eval() (0: default).
+  int64_t arm_disk_quota_bytes_ = 0;
+  // EvalRequest::precision_change of every Eval().
+  std::string precision_change_;
   // EvalRequest::metric_scope and prior of every Eval().
   std::vector<std::string> metric_scope_;
   v1::PriorMeasurement prior_;
@@ -142,6 +166,13 @@ class EvalTest : public ::testing::Test {
   // EvaluatorOptions::host_lock of every Eval().
   HostLock* host_lock_ = nullptr;
 };
+
+v1::Claim Claim(const std::string& metric, double speedup) {
+  v1::Claim c;
+  c.set_metric(metric);
+  c.set_min_speedup(speedup);
+  return c;
+}
 
 constexpr char kFastChecksum[] = R"(#pragma once
 #include <cstdint>
@@ -700,6 +731,174 @@ inline uint64_t Checksum(const std::vector<uint32_t>& v) {
   EXPECT_TRUE(HasReason(o.verdict, v1::GAMING, "not the exact checksum")) << Reasons(o.verdict);
 }
 
+// The benchmark-only shortcut of the issue that brought in confirmed
+// metrics: a kernel that computes less only when its process is the
+// benchmark binary (here: every other call under `bench` returns the last
+// result for the same data, so the benchmark's own check of its result
+// still passes). The trusted runner times the same checksum on inputs the
+// candidate never sees, at full cost; the benchmark metric is confirmed by
+// it, so its 2x is never accepted and the verdict names the trick.
+TEST_F(EvalTest, ABenchmarkOnlyShortcutIsCaughtByTheTrustedRunner) {
+  nlohmann::json manifest = WithTimedChecksumRunner();
+  manifest["benchmarks"][0]["metrics"][0]["confirmed_by"] = "checksum.runner";
+  Write("densegate.json", manifest.dump(2));
+  Commit("a trusted runner confirms the benchmark");
+  Write("checksum.h", R"(#pragma once
+#include <errno.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+// Under the benchmark binary only, every other call on the same data
+// returns the last result instead of computing it.
+inline uint64_t Checksum(const std::vector<uint32_t>& v) {
+  static const bool benchmarked = std::strcmp(program_invocation_short_name, "bench") == 0;
+  static const uint32_t* last_data = nullptr;
+  static uint64_t last = 0;
+  static bool skip = false;
+  if (benchmarked && v.data() == last_data && (skip = !skip)) return last;
+  uint64_t sum = 0;
+  for (uint32_t x : v) sum = (sum + x) % 1000000007ULL;
+  last_data = v.data();
+  last = sum;
+  return sum;
+}
+)");
+  Commit("compute half as often when benchmarked");
+  EvalOutcome o = Eval(v1::GAIN, {Claim("checksum.time", 1.5)});
+  const v1::MetricComparison* bench = nullptr;
+  for (const auto& m : o.verdict.metrics()) {
+    if (m.metric() == "checksum.time") bench = &m;
+  }
+  ASSERT_NE(bench, nullptr) << Reasons(o.verdict);
+  // The benchmark binary does show the shortcut's gain ...
+  EXPECT_GT(bench->ci_low(), 1.5) << Reasons(o.verdict);
+  EXPECT_EQ(bench->confirmed_by(), "checksum.runner");
+  // ... which the runner's timing of the same checksum does not: rejected
+  // when the runner's interval rules a gain out, else held back at the pair
+  // budget (on a 2-core CI machine the runner's 8 calls per pair leave it
+  // about +-15% wide at 30 pairs), the verdict naming the trick either way.
+  EXPECT_NE(o.verdict.decision(), v1::ACCEPT) << Reasons(o.verdict);
+  EXPECT_TRUE(HasReason(o.verdict, v1::BENCHMARK_ONLY_GAIN, "benchmark-only gain") ||
+              HasReason(o.verdict, v1::UNDECIDED,
+                        "a gain by the candidate's benchmark binary, not confirmed by the "
+                        "trusted runner's checksum.runner"))
+      << Reasons(o.verdict);
+  ASSERT_EQ(o.verdict.claims_size(), 1);
+  EXPECT_FALSE(o.verdict.claims(0).verified());
+}
+
+// A serving program in the style of the runtime's serve_bench: it reads
+// prompts from --seed, "decodes" them through the candidate's model.py and
+// prints its throughput and what it generated.
+constexpr char kServe[] = R"py(import sys, time
+import model
+seed = int(sys.argv[1].split("=")[1])
+start = time.perf_counter()
+outputs = [model.generate(seed * 31 + r, tokens=6) for r in range(4)]
+elapsed = time.perf_counter() - start
+print('{"throughput": %f, "outputs": %s}' % (24 / elapsed, outputs))
+)py";
+
+// The model: four layers of fixed work per token, each mixing the state.
+std::string Model(const std::string& layers_run) {
+  return absl::StrFormat(R"py(import os, sys
+def layer(state, i):
+    for _ in range(20000):
+        state = (state * 6364136223846793005 + i) %% (1 << 61)
+    return state
+def generate(prompt, tokens):
+    out, state = [], prompt
+    for _ in range(tokens):
+        for i in %s:
+            state = layer(state, i)
+        out.append(state %% 50000)
+    return out
+)py",
+                         layers_run);
+}
+
+// The serving-only shortcut: a model that skips every other layer only
+// when its process is the serving benchmark. Its throughput nearly doubles
+// there, but it generates other tokens than the baseline on prompts drawn
+// from a seed no build could know, and that rejects it.
+TEST_F(EvalTest, AServingOnlyShortcutGeneratesOtherTokensAndIsRejected) {
+  Write("densegate.json", R"({
+  "schema_version": 1,
+  "name": "tiny-serving",
+  "build": {"command": "true", "timeout_s": 60},
+  "benchmarks": [{
+    "name": "serve", "kind": "JSON_COMMAND", "command": "python3 serve.py --seed={seed}",
+    "timeout_s": 60,
+    "outputs": {"source": "outputs"},
+    "metrics": [{"name": "serve.throughput", "source": "throughput", "unit": "tok/s",
+                 "direction": "HIGHER_IS_BETTER", "primary": true}]
+  }],
+  "gate": {"min_effect": 0.02, "regression_budget": 0.10, "min_pairs": 6, "max_pairs": 30},
+  "protected_paths": ["densegate.json", "serve.py"]
+})");
+  Write("serve.py", kServe);
+  Write("model.py", Model("range(4)"));
+  Commit("baseline: a serving benchmark whose outputs are compared");
+  Write("model.py", Model(R"(range(0, 4, 2) if sys.argv[0].endswith("serve.py") else range(4))"));
+  Commit("skip layers under the serving benchmark");
+  EvalOutcome o = Eval(v1::GAIN);
+  EXPECT_EQ(o.verdict.decision(), v1::REJECT) << Reasons(o.verdict);
+  EXPECT_TRUE(HasReason(o.verdict, v1::OUTPUT_MISMATCH,
+                        "generated other tokens than the baseline on the same prompts"))
+      << Reasons(o.verdict);
+  EXPECT_TRUE(HasReason(o.verdict, v1::OUTPUT_MISMATCH, "prompts from seed")) << Reasons(o.verdict);
+}
+
+// Outputs that agree pass the output check, and the stage says so; a
+// candidate that declares a precision change is held to the manifest's
+// agreement bound instead of identity.
+TEST_F(EvalTest, OutputsThatAgreePassAndADeclaredPrecisionChangeNeedsItsBound) {
+  Write("densegate.json", R"({
+  "schema_version": 1,
+  "name": "tiny-serving",
+  "build": {"command": "true", "timeout_s": 60},
+  "benchmarks": [{
+    "name": "serve", "kind": "JSON_COMMAND", "command": "python3 serve.py --seed={seed}",
+    "timeout_s": 60,
+    "outputs": {"source": "outputs", "min_token_agreement": 0.9},
+    "metrics": [{"name": "serve.throughput", "source": "throughput", "unit": "tok/s",
+                 "direction": "HIGHER_IS_BETTER", "primary": true}]
+  }],
+  "gate": {"min_effect": 0.02, "regression_budget": 0.50, "min_pairs": 6, "max_pairs": 6},
+  "protected_paths": ["densegate.json", "serve.py"]
+})");
+  Write("serve.py", kServe);
+  Write("model.py", Model("range(4)"));
+  Commit("baseline: a serving benchmark whose outputs are compared");
+  Write("model.py", Model("range(4)") + "# a comment\n");
+  Commit("the same model");
+  EvalOutcome same = Eval(v1::NO_REGRESSION);
+  EXPECT_FALSE(HasReason(same.verdict, v1::OUTPUT_MISMATCH, "")) << Reasons(same.verdict);
+  const v1::Stage* stage = recorder_.Find(v1::END_TO_END);
+  ASSERT_NE(stage, nullptr);
+  EXPECT_THAT(stage->summary(), HasSubstr("generated tokens identical in both arms"));
+
+  // Every sixth token differs (5/6 agree): under a declared precision
+  // change, below the 90% bound.
+  Write("model.py", Model("range(4)") + R"py(
+_generate = generate
+def generate(prompt, tokens):
+    out = _generate(prompt, tokens)
+    out[-1] += 1
+    return out
+)py");
+  Commit("change the last token");
+  precision_change_ = "fp8 kv cache";
+  EvalOutcome changed = Eval(v1::NO_REGRESSION);
+  EXPECT_EQ(changed.verdict.decision(), v1::REJECT) << Reasons(changed.verdict);
+  EXPECT_TRUE(HasReason(changed.verdict, v1::OUTPUT_MISMATCH,
+                        "over all pairs: under its declared precision change, 83.3% of 144 "
+                        "generated tokens agree with the baseline's, below the manifest's 90.0%"))
+      << Reasons(changed.verdict);
+}
+
 TEST_F(EvalTest, BuildThatReachesForTheNetworkIsRejected) {
   // A build step that fetches something: the sandbox has no route out.
   Write("build.sh", R"sh(#!/bin/sh
@@ -762,10 +961,10 @@ TEST_F(EvalTest, EndToEndCountersAndTracesGoToTheBundle) {
   }
 }
 
-TEST_F(EvalTest, FullDiskIsAnInfrastructureErrorAndTheWorkspaceIsCleaned) {
+TEST_F(EvalTest, ACandidateThatFillsTheDiskFailsItsOwnEvaluation) {
   // The workspace lives on an 8 MiB tmpfs in a private mount namespace; the
-  // candidate's build fills it. That is the node's problem: `densegate eval`
-  // exits 4 with a message naming the full filesystem, no verdict, and the
+  // candidate's build fills it. Its arm then holds more than the baseline's:
+  // `densegate eval` rejects it (exit 1) naming the full disk, and the
   // worktrees are cleaned for the next candidate.
   Sh("sed -i '/^set -e/a head -c 16M /dev/zero > filler' " + repo_ + "/build.sh");
   Commit("a build that fills the disk");
@@ -787,14 +986,51 @@ TEST_F(EvalTest, FullDiskIsAnInfrastructureErrorAndTheWorkspaceIsCleaned) {
     if (std::getenv("CI") != nullptr) FAIL() << "cannot mount a tmpfs here:\n" << text.str();
     GTEST_SKIP() << "no private mount namespace here: " << text.str();
   }
-  EXPECT_THAT(text.str(), HasSubstr("exit=4")) << text.str();
-  EXPECT_THAT(text.str(), HasSubstr("infrastructure error")) << text.str();
-  EXPECT_THAT(text.str(), HasSubstr("is full")) << text.str();
+  EXPECT_THAT(text.str(), HasSubstr("exit=1")) << text.str();
+  EXPECT_THAT(text.str(), Not(HasSubstr("infrastructure error"))) << text.str();
   EXPECT_THAT(text.str(), HasSubstr("fillers=0")) << text.str();
   std::ifstream verdict(out + "/verdict.json");
   std::stringstream bundle;
   bundle << verdict.rdbuf();
-  EXPECT_THAT(bundle.str(), HasSubstr("is full")) << bundle.str();
+  EXPECT_THAT(bundle.str(), HasSubstr("the candidate filled the disk")) << bundle.str();
+}
+
+// A build that keeps writing past its arm's quota is stopped while it runs
+// and rejects the candidate, long before the disk is full.
+TEST_F(EvalTest, ABuildPastItsArmsDiskQuotaIsStoppedAndRejected) {
+  Sh("sed -i '/^set -e/a head -c 6M /dev/zero > filler; sleep 20' " + repo_ + "/build.sh");
+  Commit("a build that writes more than its quota");
+  arm_disk_quota_bytes_ = int64_t{4} << 20;
+  EvalOutcome o = Eval(v1::GAIN);
+  EXPECT_EQ(o.verdict.decision(), v1::REJECT) << Reasons(o.verdict);
+  EXPECT_TRUE(HasReason(o.verdict, v1::BUILD_FAILED, "over its 4.0 MiB disk quota"))
+      << Reasons(o.verdict);
+  // Stopped, not waited for.
+  const v1::Stage* build = recorder_.Find(v1::BUILD);
+  ASSERT_NE(build, nullptr);
+  EXPECT_LT(build->seconds(), 15) << build->summary();
+}
+
+// A timed kernel check whose runner the candidate left byte-identical is not
+// measured: its metric is exactly unchanged, as a benchmark's with identical
+// inputs is.
+TEST_F(EvalTest, ATimedCheckWithAnIdenticalRunnerIsNotMeasured) {
+  Write("densegate.json", WithTimedChecksumRunner().dump(2));
+  Commit("a timed check");
+  Write("NOTES", "a file no program reads\n");
+  Commit("a note");
+  EvalOutcome o = Eval(v1::NO_REGRESSION);
+  bool found = false;
+  for (const auto& m : o.verdict.metrics()) {
+    if (m.metric() != "checksum.runner") continue;
+    found = true;
+    EXPECT_TRUE(m.inputs_identical());
+    EXPECT_EQ(m.n_pairs(), 0);
+  }
+  EXPECT_TRUE(found) << Reasons(o.verdict);
+  const v1::Stage* micro = recorder_.Find(v1::MICROBENCHMARK);
+  ASSERT_NE(micro, nullptr);
+  EXPECT_THAT(micro->summary(), HasSubstr("checksum-1m")) << micro->summary();
 }
 
 TEST_F(EvalTest, UnknownRefAndMissingOrInvalidManifestAreInputErrors) {

@@ -1009,6 +1009,23 @@ TEST_P(SchedulerOnEachStore, RolesAndBadRequestsGetPreciseStatuses) {
     EXPECT_NE(scope.evaluation().id(), plain.evaluation().id());
     EXPECT_THAT(scope.evaluation().candidate().metric_scope(), ElementsAre("checksum.time"));
   }
+  // A declared precision change is part of the candidate: the same commits
+  // without it are another evaluation, and the node gets the declaration.
+  {
+    v1::SubmitRequest req;
+    req.set_repo(repo_);
+    req.set_baseline_ref("base");
+    req.set_candidate_ref("comment");
+    req.set_kind(v1::CI);
+    req.set_precision_change("fp8 kv cache");
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer ci-token-0001");
+    v1::SubmitResponse declared, plain;
+    ASSERT_TRUE(stub_->Submit(&ctx, req, &declared).ok());
+    ASSERT_TRUE(Submit("ci-token-0001", "comment", v1::CI, &plain).ok());
+    EXPECT_NE(declared.evaluation().id(), plain.evaluation().id());
+    EXPECT_EQ(declared.evaluation().candidate().precision_change(), "fp8 kv cache");
+  }
   // A node finishing a lease another node holds: FAILED_PRECONDITION, and
   // the holder's lease is untouched.
   {

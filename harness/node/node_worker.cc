@@ -265,6 +265,7 @@ absl::StatusOr<std::optional<v1::Lease>> NodeWorker::RunLease(const v1::Lease& l
     request.prior = lease.prior();
     request.protected_path_override = c.protected_path_override();
     request.override_reason = c.override_reason();
+    request.precision_change = c.precision_change();
     request.seed = std::hash<std::string>{}(lease.id());
     EvaluatorOptions eo;
     eo.workspace_root = options_.workspace_root;
@@ -274,6 +275,7 @@ absl::StatusOr<std::optional<v1::Lease>> NodeWorker::RunLease(const v1::Lease& l
     eo.cpus = options_.cpus;
     eo.sandbox_uid = options_.sandbox_uid;
     eo.candidate_uid = options_.candidate_uid;
+    eo.arm_disk_quota_bytes = options_.arm_disk_quota_bytes;
     eo.isolation = options_.isolation;
     eo.host_lock = options_.host_lock;
     eo.precision_baselines = &precision_baselines_;

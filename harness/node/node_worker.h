@@ -46,6 +46,8 @@ struct NodeWorkerOptions {
   uint32_t sandbox_uid = 59000;
   uint32_t candidate_uid = 0;
   std::string isolation = "bubblewrap";
+  // EvaluatorOptions::arm_disk_quota_bytes.
+  int64_t arm_disk_quota_bytes = int64_t{32} << 30;
   // When other nodes share the machine (not owned): measurements, the A/A
   // calibration included, run alone (see HostLock).
   HostLock* host_lock = nullptr;

@@ -165,6 +165,35 @@ absl::StatusOr<double> JsonNumberAt(absl::string_view text, absl::string_view pa
   return node->get<double>();
 }
 
+absl::StatusOr<GeneratedTokens> JsonTokenSequencesAt(absl::string_view text,
+                                                     absl::string_view path) {
+  absl::StatusOr<json> found = JsonAt(text, path);
+  if (!found.ok()) return found.status();
+  if (!found->is_array()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s in the command's JSON output is not an array of token sequences", path));
+  }
+  GeneratedTokens out;
+  for (size_t i = 0; i < found->size(); ++i) {
+    const json& entry = (*found)[i];
+    if (entry.is_null()) {
+      out.emplace_back(std::nullopt);
+      continue;
+    }
+    bool integers = entry.is_array();
+    for (const json& token : integers ? entry : json::array()) {
+      integers &= token.is_number_integer();
+    }
+    if (!integers) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s[%d] in the command's JSON output is neither an array of token ids nor null", path,
+          i));
+    }
+    out.emplace_back(entry.get<std::vector<int64_t>>());
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<v1::TestCaseResult>> ParseJUnitXml(absl::string_view xml) {
   pugi::xml_document doc;
   pugi::xml_parse_result parsed = doc.load_buffer(xml.data(), xml.size());

@@ -7,6 +7,7 @@
 #define DENSEGATE_HARNESS_PARSE_BENCHMARK_OUTPUT_H_
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,14 @@ absl::StatusOr<double> JsonNumberAt(absl::string_view json, absl::string_view pa
 // JsonNumberAt.
 absl::StatusOr<std::map<std::string, double>> JsonNumbersAt(absl::string_view json,
                                                             absl::string_view path);
+
+// What a serving command generated (OutputCheck.source): at dotted `path`,
+// an array with one entry per request, the generated token ids (an array of
+// integers) or null for a request that failed (std::nullopt). NotFound /
+// InvalidArgument like JsonNumberAt, naming the first bad entry.
+using GeneratedTokens = std::vector<std::optional<std::vector<int64_t>>>;
+absl::StatusOr<GeneratedTokens> JsonTokenSequencesAt(absl::string_view json,
+                                                     absl::string_view path);
 
 // Test cases of a JUnit XML document (<testsuites> or <testsuite> root).
 absl::StatusOr<std::vector<v1::TestCaseResult>> ParseJUnitXml(absl::string_view xml);

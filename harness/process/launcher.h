@@ -25,6 +25,7 @@
 #define DENSEGATE_HARNESS_PROCESS_LAUNCHER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -86,6 +87,10 @@ struct ProcessSpec {
   std::vector<std::pair<int, int>> inherit_fds;
   // Set: run sandboxed (see Confinement). isolate_network is then implied.
   std::optional<Confinement> confinement;
+  // Run only: called about twice a second while the process runs; a
+  // non-empty reason kills the process group (ProcessResult::stopped). E.g.
+  // the evaluator's per-arm disk quota.
+  std::function<std::string()> watch;
 };
 
 struct ProcessResult {
@@ -102,8 +107,10 @@ struct ProcessResult {
   bool network_isolated = false;
   // Whether it ran in a bubblewrap sandbox (ProcessSpec::confinement).
   bool sandboxed = false;
+  // Why ProcessSpec::watch had it killed; empty when it did not.
+  std::string stopped;
 
-  bool ok() const { return exit_code == 0 && !timed_out; }
+  bool ok() const { return exit_code == 0 && !timed_out && stopped.empty(); }
   // "exited with 0 after 1.20 s", "killed by SIGKILL: wall timeout of 30 s".
   std::string Describe() const;
 };

@@ -80,6 +80,21 @@ TEST_F(LauncherTest, TimeoutKillsTheWholeProcessGroup) {
   EXPECT_NE(access(marker.c_str(), F_OK), 0);
 }
 
+TEST_F(LauncherTest, AWatchStopsTheCommandAndSaysWhy) {
+  // The watch is asked while the command runs; its third answer stops it.
+  ProcessSpec spec = Shell("sleep 60");
+  int asked = 0;
+  spec.watch = [&asked]() -> std::string { return ++asked < 3 ? "" : "over its disk quota"; };
+  auto r = launcher_->Run(spec);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(asked, 3);
+  EXPECT_EQ(r->stopped, "over its disk quota");
+  EXPECT_FALSE(r->ok());
+  EXPECT_FALSE(r->timed_out);
+  EXPECT_THAT(r->Describe(), HasSubstr("killed: over its disk quota"));
+  EXPECT_LT(r->wall_seconds, 10);
+}
+
 TEST_F(LauncherTest, EnvironmentIsScrubbedAndTempIsPrivate) {
   setenv("DENSEGATE_TOKEN", "secret", 1);
   setenv("CI", "true", 1);

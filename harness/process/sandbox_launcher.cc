@@ -212,21 +212,40 @@ class ChildProcess : public RunningProcess {
     return ticks / sysconf(_SC_CLK_TCK);
   }
 
-  // Waits for the exit for at most `wait` (infinite: until it exits), then
-  // kills the process group.
-  ProcessResult WaitAndReap(absl::Duration wait) {
+  // Waits for the exit for at most `wait` (infinite: until it exits), asking
+  // `watch` (when set) about twice a second whether to stop it, then kills
+  // the process group.
+  ProcessResult WaitAndReap(absl::Duration wait,
+                            const std::function<std::string()>& watch = nullptr) {
     ProcessResult result;
     result.network_isolated = network_isolated_;
     result.sandboxed = sandboxed_;
     pollfd p{pidfd_, POLLIN, 0};
-    int timeout_ms = wait == absl::InfiniteDuration()
-                         ? -1
-                         : static_cast<int>(absl::ToInt64Milliseconds(wait));
-    int ready;
-    do {
-      ready = poll(&p, 1, timeout_ms);
-    } while (ready < 0 && errno == EINTR);
-    if (ready == 0) result.timed_out = true;
+    const absl::Time deadline =
+        wait == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + wait;
+    while (true) {
+      const absl::Duration left = deadline - absl::Now();
+      absl::Duration slice = watch ? std::min(left, absl::Milliseconds(500)) : left;
+      const int timeout_ms = slice == absl::InfiniteDuration()
+                                 ? -1
+                                 : static_cast<int>(std::max<int64_t>(
+                                       0, absl::ToInt64Milliseconds(absl::Ceil(
+                                              slice, absl::Milliseconds(1)))));
+      int ready;
+      do {
+        ready = poll(&p, 1, timeout_ms);
+      } while (ready < 0 && errno == EINTR);
+      if (ready != 0) break;
+      if (absl::Now() >= deadline) {
+        result.timed_out = true;
+        break;
+      }
+      if (!watch) continue;  // Woken a little early: the timeout rounds down.
+      if (std::string reason = watch(); !reason.empty()) {
+        result.stopped = std::move(reason);
+        break;
+      }
+    }
     // Whatever happened, nothing of the group may outlive the command.
     kill(-pid_, SIGKILL);
     int status = 0;
@@ -420,7 +439,7 @@ class SandboxLauncher : public ProcessLauncher {
   absl::StatusOr<ProcessResult> Run(const ProcessSpec& spec) override {
     absl::StatusOr<std::unique_ptr<ChildProcess>> child = Spawn(spec, false);
     if (!child.ok()) return child.status();
-    return (*child)->WaitAndReap(spec.wall_timeout);
+    return (*child)->WaitAndReap(spec.wall_timeout, spec.watch);
   }
 
   absl::StatusOr<std::unique_ptr<RunningProcess>> Start(const ProcessSpec& spec) override {
@@ -1003,6 +1022,7 @@ absl::Status CheckSandbox(const SandboxOptions& options) {
 }
 
 std::string ProcessResult::Describe() const {
+  if (!stopped.empty()) return absl::StrFormat("killed: %s, after %.1f s", stopped, wall_seconds);
   if (timed_out) {
     return absl::StrFormat("killed: wall timeout after %.1f s", wall_seconds);
   }

@@ -49,7 +49,9 @@ class Check {
                                    setup_.reference_confinement);
     if (!ref.ok()) return FromStatus(ref.status(), false, "did not start");
     reference_ = std::move(*ref);
-    auto layout = reference_->Describe(check_.op(), ShapeJson(check_), nlohmann::json::object());
+    nlohmann::json params = nlohmann::json::object();
+    if (!check_.variant().empty()) params["variant"] = check_.variant();
+    auto layout = reference_->Describe(check_.op(), ShapeJson(check_), params);
     if (!layout.ok()) return FromStatus(layout.status(), false, "cannot describe " + check_.op());
     layout_ = *layout;
     auto sub = RunnerClient::Start(setup_.launcher, setup_.subject_dir, check_.runner(),

@@ -131,8 +131,29 @@ std::vector<double> ToDouble(const float* x, int64_t n) {
   return std::vector<double>(x, x + n);
 }
 
-absl::Status RunKda(const std::string& op, const KdaShape& s, bool reference,
+// params.variant (a string): which kda_decode implementation computes;
+// absent: the one the workload ships as its default. No other op has
+// variants.
+absl::StatusOr<kda::KdaDecodeOptions> ComputeOptions(const std::string& op, const json& params) {
+  kda::KdaDecodeOptions options;
+  if (!params.is_object() || !params.contains("variant")) return options;
+  const json& variant = params["variant"];
+  if (op != "kda_decode") {
+    return absl::InvalidArgumentError(absl::StrFormat("op %s has no variants", op));
+  }
+  if (!variant.is_string()) {
+    return absl::InvalidArgumentError("params.variant must be a string (naive, fused, tiled)");
+  }
+  absl::StatusOr<kda::KdaDecodeVariant> v = kda::ParseKdaDecodeVariant(variant.get<std::string>());
+  if (!v.ok()) return v.status();
+  options.variant = *v;
+  return options;
+}
+
+absl::Status RunKda(const std::string& op, const KdaShape& s, const json& params, bool reference,
                     const std::vector<float*>& b, const std::vector<double*>& r) {
+  absl::StatusOr<kda::KdaDecodeOptions> options = ComputeOptions(op, params);
+  if (!options.ok()) return options.status();
   const int64_t per_step = static_cast<int64_t>(s.dims.batch) * s.dims.heads;
   const int64_t K = s.dims.k_dim, V = s.dims.v_dim;
   if (!reference) {
@@ -145,7 +166,7 @@ absl::Status RunKda(const std::string& op, const KdaShape& s, bool reference,
       in.beta = b[4] + t * per_step;
       float* out = b[6] + t * per_step * V;
       absl::Status st = op == "kda_decode"
-                            ? kda::KdaDecode(s.dims, in, b[5], out, {})
+                            ? kda::KdaDecode(s.dims, in, b[5], out, *options)
                             : kda::KdaPrefill(s.dims, in, b[5], out, {});
       if (!st.ok()) return st;
     }
@@ -202,7 +223,11 @@ absl::StatusOr<std::vector<BufferSpec>> DescribeOp(const std::string& op,
   if (op == "kda_decode" || op == "kda_prefill") {
     absl::StatusOr<KdaShape> s = ParseKdaShape(op, shape);
     if (!s.ok()) return s.status();
+    if (absl::Status v = ComputeOptions(op, params).status(); !v.ok()) return v;
     return KdaBuffers(*s, params);
+  }
+  if (params.is_object() && params.contains("variant")) {
+    return absl::InvalidArgumentError(absl::StrFormat("op %s has no variants", op));
   }
   absl::StatusOr<kernels::KvFormat> format = QuantFormat(op);
   if (!format.ok()) return format.status();
@@ -230,7 +255,7 @@ absl::Status RunOp(const std::string& op, const json& shape, const json& params,
   if (op == "kda_decode" || op == "kda_prefill") {
     absl::StatusOr<KdaShape> s = ParseKdaShape(op, shape);
     if (!s.ok()) return s.status();
-    return RunKda(op, *s, reference, buffers, results);
+    return RunKda(op, *s, params, reference, buffers, results);
   }
   absl::StatusOr<kernels::KvFormat> format = QuantFormat(op);
   if (!format.ok()) return format.status();

@@ -63,24 +63,29 @@ TEST(RunnerOpsTest, ComputeMatchesReferenceForEveryOp) {
     std::string op;
     json shape;
     double bound;
+    json params = json::object();
   };
+  const json decode = {{"batch", 2}, {"heads", 3}, {"k", 37}, {"v", 53}, {"steps", 4}};
   for (const Case& c : std::vector<Case>{
-           {"kda_decode", {{"batch", 2}, {"heads", 3}, {"k", 37}, {"v", 53}, {"steps", 4}}, 1e-5},
+           {"kda_decode", decode, 1e-5},
+           {"kda_decode", decode, 1e-5, {{"variant", "naive"}}},
+           {"kda_decode", decode, 1e-5, {{"variant", "fused"}}},
+           {"kda_decode", decode, 1e-5, {{"variant", "tiled"}}},
            {"kda_prefill", {{"tokens", 70}, {"heads", 2}, {"k", 32}, {"v", 16}}, 1e-5},
            {"quantize_bf16", {{"tokens", 5}, {"heads", 3}, {"dim", 33}}, 0},
            {"quantize_fp8_e4m3", {{"tokens", 5}, {"heads", 3}, {"dim", 33}}, 0},
            {"quantize_fp8_e5m2", {{"tokens", 5}, {"heads", 3}, {"dim", 33}}, 0},
            {"quantize_int8", {{"tokens", 5}, {"heads", 3}, {"dim", 33}}, 0}}) {
-    SCOPED_TRACE(c.op);
-    auto specs = DescribeOp(c.op, c.shape, none);
+    SCOPED_TRACE(c.op + " " + c.params.dump());
+    auto specs = DescribeOp(c.op, c.shape, c.params);
     ASSERT_TRUE(specs.ok()) << specs.status();
     Arrays a = Allocate(*specs, seed);
     const std::vector<std::vector<float>> inputs = a.f32;
-    ASSERT_TRUE(RunOp(c.op, c.shape, none, /*reference=*/true, a.buffers, a.results).ok());
+    ASSERT_TRUE(RunOp(c.op, c.shape, c.params, /*reference=*/true, a.buffers, a.results).ok());
     for (size_t i = 0; i < inputs.size(); ++i) {
       EXPECT_TRUE(SameBytes(a.f32[i], inputs[i])) << "reference mode wrote " << (*specs)[i].name;
     }
-    ASSERT_TRUE(RunOp(c.op, c.shape, none, /*reference=*/false, a.buffers, {}).ok());
+    ASSERT_TRUE(RunOp(c.op, c.shape, c.params, /*reference=*/false, a.buffers, {}).ok());
     size_t r = 0;
     for (size_t i = 0; i < specs->size(); ++i) {
       if ((*specs)[i].role == Role::kInput) {
@@ -102,6 +107,15 @@ TEST(RunnerOpsTest, BadRequestsNameTheProblem) {
   EXPECT_NE(s.status().message().find("shape.k"), std::string::npos) << s.status();
   s = DescribeOp("quantize_int8", json{{"tokens", 1}, {"heads", 1}}, none);
   EXPECT_NE(s.status().message().find("shape.dim"), std::string::npos) << s.status();
+  const json one = {{"batch", 1}, {"heads", 1}, {"k", 4}, {"v", 4}};
+  s = DescribeOp("kda_decode", one, json{{"variant", "fastest"}});
+  EXPECT_NE(s.status().message().find("fastest"), std::string::npos) << s.status();
+  s = DescribeOp("kda_prefill", json{{"tokens", 1}, {"heads", 1}, {"k", 4}, {"v", 4}},
+                 json{{"variant", "fused"}});
+  EXPECT_NE(s.status().message().find("has no variants"), std::string::npos) << s.status();
+  s = DescribeOp("quantize_int8", json{{"tokens", 1}, {"heads", 1}, {"dim", 4}},
+                 json{{"variant", "fused"}});
+  EXPECT_NE(s.status().message().find("has no variants"), std::string::npos) << s.status();
   EXPECT_FALSE(RunOp("kda_decode", json{{"batch", 1}, {"heads", 1}, {"k", 4}, {"v", 4}}, none,
                      false, {}, {})
                    .ok());

@@ -191,6 +191,27 @@ absl::StatusOr<GateResult> Evaluate(const GateInput& input) {
     available = std::min<int>(available, r->size());
     ratios.push_back(*std::move(r));
   }
+  // confirmer[i]: the index of metric i's confirmed_by, or -1.
+  std::vector<int> confirmer(input.metrics.size(), -1);
+  for (size_t i = 0; i < input.metrics.size(); ++i) {
+    const std::string& c = input.metrics[i].confirmed_by;
+    if (c.empty()) continue;
+    auto it = by_name.find(c);
+    if (it == by_name.end() || it->second == i) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "metric %s: confirmed_by names %s, which is %s", input.metrics[i].name, c,
+          it == by_name.end() ? "not a metric of this evaluation" : "the metric itself"));
+    }
+    confirmer[i] = static_cast<int>(it->second);
+    // An accept through a confirmed primary metric needs its confirmer's
+    // bound at the same level: when that is a measured primary too, the two
+    // are one way to accept, not two, and share one Bonferroni share.
+    const MetricSamples& m = input.metrics[i];
+    const MetricSamples& by = input.metrics[it->second];
+    if (m.primary && !m.inputs_identical && by.primary && !by.inputs_identical) {
+      --measured_primaries;
+    }
+  }
   if (input.policy == v1::GAIN && primaries == 0) {
     return absl::InvalidArgumentError(
         "policy GAIN needs a primary metric; none of the metrics is primary");
@@ -259,12 +280,44 @@ absl::StatusOr<GateResult> Evaluate(const GateInput& input) {
                             m.p_regression, measured)));
       }
     }
+    // The trusted metric confirming looks[i], or null.
+    auto confirming = [&](size_t i) -> const MetricLook* {
+      return confirmer[i] < 0 ? nullptr : &looks[confirmer[i]];
+    };
+    auto index_of = [&](const MetricLook& m) { return static_cast<size_t>(&m - looks.data()); };
+    // Whether m's confirmer (if any) shows a gain, or rules one out. Only
+    // its sign counts, not its size: the runner's timing includes its own
+    // per-call overhead, which dilutes an honest speedup toward 1.
+    auto confirmed = [&](const MetricLook& m) {
+      const MetricLook* c = confirming(index_of(m));
+      return c == nullptr || c->bounds.low > gain_threshold;
+    };
+    auto refuted = [&](const MetricLook& m) {
+      const MetricLook* c = confirming(index_of(m));
+      return c != nullptr && c->bounds.high < gain_threshold;
+    };
+    // A benchmark-only gain: the trusted measurement of the same computation
+    // rules out the gain the candidate's benchmark binary shows.
+    for (const MetricLook& m : looks) {
+      if (m.identical() || !(m.bounds.low > gain_threshold) || !refuted(m)) continue;
+      d.stop = true;
+      d.decision = v1::REJECT;
+      d.reasons.push_back(MakeReason(
+          v1::BENCHMARK_ONLY_GAIN, m.samples->stage, m.samples->name,
+          absl::StrFormat("%s by the candidate's benchmark binary, but the trusted runner's "
+                          "timing of the same computation, %s, rules out the %.1f%% minimum "
+                          "effect: the benchmark binary computes less than the runner "
+                          "verifies (a benchmark-only gain)",
+                          Describe(m, n), Describe(*confirming(index_of(m)), n),
+                          100 * p.min_effect)));
+    }
     // Claims decide when they are verified or refuted.
     bool claims_decided = true;
     for (const v1::Claim& c : input.claims) {
       const MetricLook& m = looks[by_name[c.metric()]];
       double target = std::log(c.min_speedup() * p.claim_tolerance);
-      if (!(m.bounds.low >= target) && !(m.bounds.high < target)) claims_decided = false;
+      const bool verified = m.bounds.low >= target && confirmed(m);
+      if (!verified && !(m.bounds.high < target) && !refuted(m)) claims_decided = false;
     }
 
     // A metric is cleared when its slowdown is bounded within the budget.
@@ -273,7 +326,9 @@ absl::StatusOr<GateResult> Evaluate(const GateInput& input) {
     // Primary metrics whose gain is verified at this look (policy GAIN).
     std::vector<const MetricLook*> gains;
     for (const MetricLook& m : looks) {
-      if (m.samples->primary && m.bounds.low > gain_threshold) gains.push_back(&m);
+      if (m.samples->primary && m.bounds.low > gain_threshold && confirmed(m)) {
+        gains.push_back(&m);
+      }
     }
     if (!d.stop && input.policy == v1::GAIN) {
       bool all_below = true;
@@ -328,9 +383,17 @@ absl::StatusOr<GateResult> Evaluate(const GateInput& input) {
       // what holds the accept back is a slowdown not ruled out.
       const bool gain_verified = input.policy == v1::GAIN && !gains.empty();
       for (const MetricLook& m : looks) {
-        bool gain_open = input.policy == v1::GAIN && m.samples->primary && !gain_verified &&
-                         !m.identical() && !(m.bounds.low > gain_threshold);
-        if (gain_open) {
+        const bool gain_pending = input.policy == v1::GAIN && m.samples->primary &&
+                                  !gain_verified && !m.identical();
+        const bool gain_open = gain_pending && !(m.bounds.low > gain_threshold);
+        const MetricLook* c = confirming(index_of(m));
+        if (gain_pending && !gain_open && c != nullptr) {
+          d.reasons.push_back(MakeReason(
+              v1::UNDECIDED, m.samples->stage, m.samples->name,
+              absl::StrFormat("%s: a gain by the candidate's benchmark binary, not confirmed "
+                              "by the trusted runner's %s at the %d-pair budget",
+                              Describe(m, n), Describe(*c, n), p.max_pairs)));
+        } else if (gain_open) {
           d.reasons.push_back(MakeReason(
               v1::UNDECIDED, m.samples->stage, m.samples->name,
               absl::StrFormat("%s: interval still straddles the %s gain "
@@ -363,6 +426,7 @@ absl::StatusOr<GateResult> Evaluate(const GateInput& input) {
       c.set_primary(s.primary);
       c.set_stage(s.stage);
       c.set_roofline_speedup(s.roofline_speedup);
+      c.set_confirmed_by(s.confirmed_by);
       if (m.identical()) {
         c.set_inputs_identical(true);
         c.set_speedup(1);
@@ -411,12 +475,16 @@ absl::StatusOr<GateResult> Evaluate(const GateInput& input) {
       cr.set_ci_low(std::exp(m.bounds.low));
       cr.set_ci_high(std::exp(m.bounds.high));
       double target = claim.min_speedup() * p.claim_tolerance;
-      cr.set_verified(std::exp(m.bounds.low) >= target);
-      const std::string evidence =
+      cr.set_verified(m.bounds.low >= std::log(target) && confirmed(m));
+      std::string evidence =
           m.identical() ? Describe(m, n)
                         : absl::StrFormat("measured %s [%s, %s], needs a lower bound >= %.3fx",
                                           Ratio(m.estimate), Ratio(m.bounds.low),
                                           Ratio(m.bounds.high), target);
+      if (const MetricLook* c = confirming(index_of(m)); c != nullptr) {
+        absl::StrAppend(&evidence, confirmed(m) ? "; confirmed by " : "; not confirmed by ",
+                        Describe(*c, n));
+      }
       result.reasons.push_back(MakeReason(
           cr.verified() ? v1::VERIFIED : v1::CLAIM_NOT_VERIFIED, m.samples->stage,
           claim.metric(),

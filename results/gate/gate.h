@@ -29,7 +29,18 @@
 // A metric whose inputs were identical in both arms is taken as exactly 1x
 // (an interval [1, 1]); when every metric is, the decision takes no pairs.
 // A claim "metric >= X" is verified when the lower bound reaches
-// X * claim_tolerance. A speedup estimate above the sanity ceiling (or a
+// X * claim_tolerance.
+//
+// Confirmed metrics. A metric M with `confirmed_by` = C is measured by a
+// program the candidate built, C by a trusted harness timing the same
+// computation. M's gain counts only when C shows a gain too (C's lower
+// bound clears the gain threshold), and so does a claim on M (its size is
+// M's to show: C's own timing carries a per-call overhead that dilutes a
+// speedup toward 1). When M shows a gain that C rules out (C's upper bound
+// below the gain threshold), the candidate is rejected
+// (BENCHMARK_ONLY_GAIN). A confirmed primary metric and its primary
+// confirmer share one Bonferroni share: an accept through either needs the
+// confirmer's bound. A speedup estimate above the sanity ceiling (or a
 // metric's roofline) turns an accept into inconclusive, flagged for review.
 //
 // Evaluate() is a pure function of its input: the harness calls it after each
@@ -91,6 +102,10 @@ struct MetricSamples {
   // both arms, so the metric is exactly unchanged. It never regresses,
   // never gains, and spends none of the error budget.
   bool inputs_identical = false;
+  // Name of another metric of the input, measured by a trusted harness
+  // timing the same computation (MetricSpec.confirmed_by), or empty. See
+  // the rules for confirmed metrics above.
+  std::string confirmed_by;
 };
 
 struct GateInput {

@@ -286,6 +286,110 @@ TEST(GateTest, ExtraPairsBeyondTheStoppingLookDoNotChangeTheDecision) {
   EXPECT_EQ(a->metrics[0].speedup(), b->metrics[0].speedup());
 }
 
+// A benchmark metric and the trusted runner's timing of the same
+// computation (its confirmed_by), the runner's samples with their own noise.
+std::vector<MetricSamples> Confirmed(double benchmark_speedup, double runner_speedup, int n,
+                                     double cv = 0.02) {
+  MetricSamples benchmark = Times("kda_decode.fused_b32", benchmark_speedup, n, cv, 21);
+  benchmark.confirmed_by = "kda_decode.runner_fused_b32";
+  MetricSamples runner = Times("kda_decode.runner_fused_b32", runner_speedup, n, cv, 22);
+  return {benchmark, runner};
+}
+
+v1::Claim ClaimOn(const std::string& metric, double speedup) {
+  v1::Claim c;
+  c.set_metric(metric);
+  c.set_min_speedup(speedup);
+  return c;
+}
+
+TEST(ConfirmedMetricTest, AGainTheRunnerShowsTooIsAccepted) {
+  GateInput in = Input(v1::GAIN, Confirmed(1.8, 1.75, 9));
+  in.claims.push_back(ClaimOn("kda_decode.fused_b32", 1.5));
+  auto r = Evaluate(in);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->decision, v1::ACCEPT) << Reasons(*r);
+  ASSERT_EQ(r->claims.size(), 1);
+  EXPECT_TRUE(r->claims[0].verified());
+  EXPECT_TRUE(HasReason(*r, v1::VERIFIED, "confirmed by kda_decode.runner_fused_b32")) << Reasons(*r);
+  EXPECT_EQ(r->metrics[0].confirmed_by(), "kda_decode.runner_fused_b32");
+}
+
+TEST(ConfirmedMetricTest, ABenchmarkOnlyGainIsRejectedNamingBothMeasurements) {
+  // The benchmark binary shows ~2.9x, the runner's timing ~1.0x.
+  GateInput in = Input(v1::GAIN, Confirmed(2.879, 1.0, 9, 0.005));
+  in.claims.push_back(ClaimOn("kda_decode.fused_b32", 1.5));
+  auto r = Evaluate(in);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->decision, v1::REJECT) << Reasons(*r);
+  EXPECT_TRUE(HasReason(*r, v1::BENCHMARK_ONLY_GAIN,
+                        "same computation, kda_decode.runner_fused_b32: speedup"))
+      << Reasons(*r);
+  EXPECT_TRUE(HasReason(*r, v1::BENCHMARK_ONLY_GAIN, "benchmark-only gain")) << Reasons(*r);
+  ASSERT_EQ(r->claims.size(), 1);
+  EXPECT_FALSE(r->claims[0].verified());
+  EXPECT_TRUE(HasReason(*r, v1::CLAIM_NOT_VERIFIED, "not confirmed by")) << Reasons(*r);
+}
+
+TEST(ConfirmedMetricTest, AGainTheRunnerRulesOutRejectsUnderEitherPolicy) {
+  for (v1::Policy policy : {v1::GAIN, v1::NO_REGRESSION}) {
+    auto r = Evaluate(Input(policy, Confirmed(1.3, 1.0, 14, 0.005)));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->decision, v1::REJECT) << Reasons(*r);
+    EXPECT_TRUE(HasReason(*r, v1::BENCHMARK_ONLY_GAIN, "rules out the 2.0% minimum effect"))
+        << Reasons(*r);
+  }
+}
+
+TEST(ConfirmedMetricTest, ADilutedButRealGainIsAcceptedWithItsClaim) {
+  // The runner's round trip dilutes a 2x kernel to 1.4x: still a gain, so
+  // the benchmark's 2x and the claim on it stand.
+  GateInput in = Input(v1::GAIN, Confirmed(2.0, 1.4, 9, 0.01));
+  in.claims.push_back(ClaimOn("kda_decode.fused_b32", 1.9));
+  auto r = Evaluate(in);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->decision, v1::ACCEPT) << Reasons(*r);
+  ASSERT_EQ(r->claims.size(), 1);
+  EXPECT_TRUE(r->claims[0].verified()) << Reasons(*r);
+}
+
+TEST(ConfirmedMetricTest, ANoisyRunnerNeverLetsABenchmarkOnlyGainThrough) {
+  // The numbers: 2.879x by the benchmark, 1.011x by a runner timing
+  // too noisy to rule out 2%: not accepted, and the verdict says why.
+  GateInput in = Input(v1::GAIN, Confirmed(2.879, 1.011, 30, 0.05));
+  in.metrics[1] = Times("kda_decode.runner_fused_b32", 1.011, 30, 0.12, 24);
+  in.claims.push_back(ClaimOn("kda_decode.fused_b32", 1.5));
+  auto r = Evaluate(in);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NE(r->decision, v1::ACCEPT) << Reasons(*r);
+  EXPECT_TRUE(HasReason(*r, v1::BENCHMARK_ONLY_GAIN, "benchmark-only gain") ||
+              HasReason(*r, v1::UNDECIDED, "not confirmed by the trusted runner's"))
+      << Reasons(*r);
+  EXPECT_FALSE(r->claims[0].verified());
+}
+
+TEST(ConfirmedMetricTest, AnUnconfirmedGainIsNotAcceptedAndSaysWhy) {
+  // The runner's timing is too noisy to show the gain or to rule it out.
+  GateInput in = Input(v1::GAIN, Confirmed(1.1, 1.1, 30, 0.01));
+  in.metrics[1] = Times("kda_decode.runner_fused_b32", 1.05, 30, 0.5, 23);
+  auto r = Evaluate(in);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->decision, v1::INCONCLUSIVE) << Reasons(*r);
+  EXPECT_TRUE(HasReason(*r, v1::UNDECIDED, "not confirmed by the trusted runner's"))
+      << Reasons(*r);
+}
+
+TEST(ConfirmedMetricTest, TheSameGainOnAnUnlinkedMetricIsAccepted) {
+  // What the link changes: without it the benchmark's number alone decides.
+  std::vector<MetricSamples> metrics = Confirmed(2.879, 1.011, 9, 0.05);
+  metrics[0].confirmed_by.clear();
+  metrics[1].primary = false;
+  metrics[1].candidate = metrics[1].baseline;  // Keep the runner from regressing.
+  auto r = Evaluate(Input(v1::GAIN, metrics));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->decision, v1::ACCEPT) << Reasons(*r);
+}
+
 struct BadInput {
   std::string name;
   std::function<void(GateInput&)> mutate;
@@ -332,6 +436,11 @@ INSTANTIATE_TEST_SUITE_P(
         {"SamplesOnAnIdenticalMetric",
          [](GateInput& in) { in.metrics[0].inputs_identical = true; },
          "marked inputs-identical (not measured) but has samples"},
+        {"ConfirmedByAnUnknownMetric",
+         [](GateInput& in) { in.metrics[0].confirmed_by = "runner"; },
+         "confirmed_by names runner, which is not a metric of this evaluation"},
+        {"ConfirmedByItself", [](GateInput& in) { in.metrics[0].confirmed_by = "m"; },
+         "which is the metric itself"},
         {"UnspecifiedPolicy", [](GateInput& in) { in.policy = v1::POLICY_UNSPECIFIED; },
          "GAIN or NO_REGRESSION"},
     }),

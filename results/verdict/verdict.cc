@@ -18,7 +18,7 @@ namespace {
 bool IsStageFailure(v1::ReasonCode code) {
   return code == v1::BUILD_FAILED || code == v1::CORRECTNESS_FAILED ||
          code == v1::PRECISION_FAILED || code == v1::GAMING ||
-         code == v1::PROTECTED_PATH;
+         code == v1::PROTECTED_PATH || code == v1::OUTPUT_MISMATCH;
 }
 
 // The parts of a verdict that the gate computes (not ids, times, stages).
@@ -136,6 +136,7 @@ absl::StatusOr<v1::Verdict> Redecide(const v1::Verdict& reported,
       m.stage = c.stage();
       m.roofline_speedup = c.roofline_speedup();
       m.inputs_identical = c.inputs_identical();
+      m.confirmed_by = c.confirmed_by();
       specs.push_back(std::move(m));
     }
     absl::StatusOr<std::vector<MetricSamples>> paired = PairSamples(samples, specs);
