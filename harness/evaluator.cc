@@ -1305,17 +1305,18 @@ std::string Evaluation::CandidateDiskBlame(bool disk_low) {
 
 std::function<std::string()> Evaluation::CandidateDiskWatch() {
   // Free space is cheap to read every time; walking the arm costs about a
-  // millisecond per thousand files, so it runs when the disk is low or at
-  // most 2% of the time.
+  // millisecond per thousand files, so it runs at most 2% of the time, 10%
+  // while the disk is low.
   auto next_walk = std::make_shared<absl::Time>(absl::InfinitePast());
   return [this, next_walk]() -> std::string {
     struct statvfs fs;
     const bool low = statvfs(options_.workspace_root.c_str(), &fs) == 0 &&
                      static_cast<double>(fs.f_bavail) * fs.f_frsize < options_.min_free_bytes;
-    if (!low && absl::Now() < *next_walk) return "";
+    if (absl::Now() < *next_walk) return "";
     const absl::Time start = absl::Now();
     std::string blame = CandidateDiskBlame(low);
-    *next_walk = absl::Now() + std::max(absl::Milliseconds(500), 50 * (absl::Now() - start));
+    *next_walk = absl::Now() + std::max(absl::Milliseconds(500),
+                                        (low ? 10 : 50) * (absl::Now() - start));
     if (!blame.empty()) candidate_filled_disk_ = true;
     return blame;
   };
