@@ -20,7 +20,7 @@ void AddSandboxFlags(CLI::App* cmd, SandboxFlags* flags) {
                   "disk a candidate's arm (worktree, home, build cache) may fill; a build or "
                   "test past it is stopped and rejects the candidate")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
 }
 
 absl::StatusOr<std::unique_ptr<harness::ProcessLauncher>> NewArmLauncher(

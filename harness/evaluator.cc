@@ -1,5 +1,6 @@
 #include "harness/evaluator.h"
 
+#include <ftw.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -42,8 +43,6 @@ using results::GateInput;
 using results::GateResult;
 using results::MetricSamples;
 
-// The upper median (the middle element; for an even count, the higher of
-// the two middle ones); 0 for none.
 // A seed for a serving benchmark's prompts, from OS entropy: neither the
 // candidate nor anything it built can know it before its run.
 std::string PromptSeed() {
@@ -52,6 +51,8 @@ std::string PromptSeed() {
   return std::to_string(seed);
 }
 
+// The upper median (the middle element; for an even count, the higher of
+// the two middle ones); 0 for none.
 double UpperMedian(std::vector<double> v) {
   if (v.empty()) return 0;
   std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
@@ -241,6 +242,8 @@ class Evaluation {
   // bigger than the baseline's while the filesystem is below
   // min_free_bytes), or empty.
   std::string CandidateDiskBlame(bool disk_low);
+  // The workspace's filesystem below options_.min_free_bytes.
+  bool DiskLow() const;
   // ProcessSpec::watch for the candidate's build and test commands.
   std::function<std::string()> CandidateDiskWatch();
   // Per-arm medians of the benchmarks' counters into counters_.
@@ -739,10 +742,11 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
     std::vector<MetricSamples> metrics;
     size_t samples;
     decltype(counter_samples_) counters;
+    decltype(agreement_) agreement;
     int64_t next_id;
   };
   auto before_runs = [&] {
-    return Added{metrics_, samples_.size(), counter_samples_, next_sample_id};
+    return Added{metrics_, samples_.size(), counter_samples_, agreement_, next_sample_id};
   };
   // True when the runs of pair `pairs` since `before` are to be measured
   // again: the probe moved more than max_probe_spread within them and the
@@ -770,6 +774,9 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
     metrics_ = before.metrics;
     samples_.resize(before.samples);
     counter_samples_ = before.counters;
+    // Both arms' outputs of the pair are generated again, and compared once.
+    agreement_ = before.agreement;
+    for (auto& arm : generated_) arm.erase({benchmark, pairs});
     next_sample_id = before.next_id;
     return true;
   };
@@ -1261,24 +1268,26 @@ absl::Status Evaluation::CheckDiskSpace(bool after_failure) const {
       options_.workspace_root, evidence));
 }
 
+// nftw's callback takes no state: the walk in progress on this thread.
+thread_local std::set<std::pair<dev_t, ino_t>>* walk_seen = nullptr;
+thread_local int64_t walk_bytes = 0;
+
 int64_t Evaluation::DiskUsage(const std::vector<std::string>& dirs) {
   std::set<std::pair<dev_t, ino_t>> seen;
-  int64_t bytes = 0;
-  auto add = [&](const std::string& path) {
-    struct stat st;
-    if (lstat(path.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) return;
-    if (seen.emplace(st.st_dev, st.st_ino).second) bytes += int64_t{st.st_blocks} * 512;
-  };
-  for (const std::string& dir : dirs) {
-    add(dir);
-    std::error_code ec;
-    for (auto it = std::filesystem::recursive_directory_iterator(
-             dir, std::filesystem::directory_options::skip_permission_denied, ec);
-         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-      add(it->path().string());
+  walk_seen = &seen;
+  walk_bytes = 0;
+  // Physical walk (links not followed). An entry that vanished or cannot be
+  // read is skipped and the walk goes on: a build creates and deletes files
+  // all the time, and a walk that stopped at the first would undercount.
+  auto add = [](const char*, const struct stat* st, int type, struct FTW*) {
+    if (type != FTW_NS && type != FTW_SL && walk_seen->emplace(st->st_dev, st->st_ino).second) {
+      walk_bytes += int64_t{st->st_blocks} * 512;
     }
-  }
-  return bytes;
+    return 0;
+  };
+  for (const std::string& dir : dirs) nftw(dir.c_str(), add, 32, FTW_PHYS);
+  walk_seen = nullptr;
+  return walk_bytes;
 }
 
 std::vector<std::string> Evaluation::ArmDirs(bool candidate) const {
@@ -1294,13 +1303,21 @@ std::string Evaluation::CandidateDiskBlame(bool disk_low) {
                            mine / mib, options_.arm_disk_quota_bytes / mib);
   }
   if (!disk_low) return "";
+  // Blamed when what it holds beyond the baseline's arm would restore the
+  // reserve, not for a few blocks more while another slot filled the disk.
   const int64_t theirs = DiskUsage(ArmDirs(false));
-  if (mine <= theirs) return "";
+  if (mine - theirs < options_.min_free_bytes) return "";
   return absl::StrFormat(
       "the workspace's filesystem is below the %.1f MiB the node keeps free, and the "
       "candidate's arm holds %.1f MiB, more than the baseline's %.1f MiB: the candidate filled "
       "the disk",
       options_.min_free_bytes / mib, mine / mib, theirs / mib);
+}
+
+bool Evaluation::DiskLow() const {
+  struct statvfs fs;
+  return statvfs(options_.workspace_root.c_str(), &fs) == 0 &&
+         static_cast<double>(fs.f_bavail) * fs.f_frsize < options_.min_free_bytes;
 }
 
 std::function<std::string()> Evaluation::CandidateDiskWatch() {
@@ -1309,9 +1326,7 @@ std::function<std::string()> Evaluation::CandidateDiskWatch() {
   // while the disk is low.
   auto next_walk = std::make_shared<absl::Time>(absl::InfinitePast());
   return [this, next_walk]() -> std::string {
-    struct statvfs fs;
-    const bool low = statvfs(options_.workspace_root.c_str(), &fs) == 0 &&
-                     static_cast<double>(fs.f_bavail) * fs.f_frsize < options_.min_free_bytes;
+    const bool low = DiskLow();
     if (absl::Now() < *next_walk) return "";
     const absl::Time start = absl::Now();
     std::string blame = CandidateDiskBlame(low);
@@ -1347,11 +1362,12 @@ std::string Evaluation::Traces() {
     // there is nothing to trace).
     HostLock::Guard unmeasured(options_.host_lock, HostLock::Mode::kShared);
     std::filesystem::create_directories(dir, ec);
+    const std::string seed = PromptSeed();  // Both arms' traces on the same prompts.
     for (bool candidate : {false, true}) {
       const std::string arm = candidate ? "candidate" : "baseline";
       const std::string path = absl::StrFormat("%s/%s-%s.json", dir, b.name(), arm);
       const std::string command =
-          absl::StrCat(absl::StrReplaceAll(b.command(), {{kSeedPlaceholder, PromptSeed()}}), " ",
+          absl::StrCat(absl::StrReplaceAll(b.command(), {{kSeedPlaceholder, seed}}), " ",
                        absl::StrReplaceAll(b.trace_arg(), {{"{path}", path}}));
       const std::string name = absl::StrFormat("trace-%s-%s", b.name(), arm);
       // The arm may write this one file, created for it beforehand.
@@ -1414,7 +1430,7 @@ absl::StatusOr<EvalOutcome> Evaluation::Run() {
       // A stage that failed because the disk filled up says nothing about
       // the candidate, unless the candidate's arm filled it.
       if (absl::Status space = CheckDiskSpace(true); !space.ok() && !candidate_filled_disk_) {
-        std::string blame = failures_.empty() ? "" : CandidateDiskBlame(true);
+        std::string blame = failures_.empty() ? "" : CandidateDiskBlame(DiskLow());
         if (blame.empty()) {
           infrastructure_ = space;
           failures_.clear();

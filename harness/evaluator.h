@@ -120,8 +120,8 @@ struct EvaluatorOptions {
   // Disk the candidate's arm (its worktree, home and build cache) may fill
   // during its build and correctness commands. Past it, or when the
   // workspace's filesystem falls below min_free_bytes while the candidate's
-  // arm holds more than the baseline's, the command is stopped and the
-  // candidate rejected: a candidate that fills the disk fails its own
+  // arm holds at least min_free_bytes more than the baseline's, the command
+  // is stopped and the candidate rejected: a candidate that fills the disk fails its own
   // evaluation, not the node's.
   int64_t arm_disk_quota_bytes = int64_t{32} << 30;
   // Set when other nodes share this machine (not owned): the two measured

@@ -221,10 +221,14 @@ class ChildProcess : public RunningProcess {
     result.network_isolated = network_isolated_;
     result.sandboxed = sandboxed_;
     pollfd p{pidfd_, POLLIN, 0};
-    const absl::Time deadline =
-        wait == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + wait;
+    // On the monotonic clock: a step of the wall clock must not move it.
+    using Steady = std::chrono::steady_clock;
+    const bool forever = wait == absl::InfiniteDuration();
+    const Steady::time_point deadline = Steady::now() + absl::ToChronoNanoseconds(
+                                                            forever ? absl::ZeroDuration() : wait);
     while (true) {
-      const absl::Duration left = deadline - absl::Now();
+      const absl::Duration left =
+          forever ? absl::InfiniteDuration() : absl::FromChrono(deadline - Steady::now());
       absl::Duration slice = watch ? std::min(left, absl::Milliseconds(500)) : left;
       const int timeout_ms = slice == absl::InfiniteDuration()
                                  ? -1
@@ -236,7 +240,7 @@ class ChildProcess : public RunningProcess {
         ready = poll(&p, 1, timeout_ms);
       } while (ready < 0 && errno == EINTR);
       if (ready != 0) break;
-      if (absl::Now() >= deadline) {
+      if (!forever && Steady::now() >= deadline) {
         result.timed_out = true;
         break;
       }

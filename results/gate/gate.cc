@@ -288,13 +288,15 @@ absl::StatusOr<GateResult> Evaluate(const GateInput& input) {
     // Whether m's confirmer (if any) shows a gain, or rules one out. Only
     // its sign counts, not its size: the runner's timing includes its own
     // per-call overhead, which dilutes an honest speedup toward 1.
+    // A confirmer with identical inputs ran the same program in both arms:
+    // it shows no gain, even at min_effect 0.
     auto confirmed = [&](const MetricLook& m) {
       const MetricLook* c = confirming(index_of(m));
-      return c == nullptr || c->bounds.low > gain_threshold;
+      return c == nullptr || (!c->identical() && c->bounds.low > gain_threshold);
     };
     auto refuted = [&](const MetricLook& m) {
       const MetricLook* c = confirming(index_of(m));
-      return c != nullptr && c->bounds.high < gain_threshold;
+      return c != nullptr && (c->identical() || c->bounds.high < gain_threshold);
     };
     // A benchmark-only gain: the trusted measurement of the same computation
     // rules out the gain the candidate's benchmark binary shows.

@@ -341,6 +341,22 @@ TEST(ConfirmedMetricTest, AGainTheRunnerRulesOutRejectsUnderEitherPolicy) {
   }
 }
 
+TEST(ConfirmedMetricTest, AConfirmerThatRanTheSameProgramRulesOutAnyGain) {
+  // The runner was byte-identical in both arms (not measured): the
+  // benchmark's gain is not its kernel's, even at min_effect 0.
+  for (double min_effect : {0.02, 0.0}) {
+    GateInput in = Input(v1::GAIN, Confirmed(2.0, 1.0, 6, 0.01));
+    in.params.min_effect = min_effect;
+    in.metrics[1].baseline.clear();
+    in.metrics[1].candidate.clear();
+    in.metrics[1].inputs_identical = true;
+    auto r = Evaluate(in);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->decision, v1::REJECT) << min_effect << "\n" << Reasons(*r);
+    EXPECT_TRUE(HasReason(*r, v1::BENCHMARK_ONLY_GAIN, "byte-identical")) << Reasons(*r);
+  }
+}
+
 TEST(ConfirmedMetricTest, ADilutedButRealGainIsAcceptedWithItsClaim) {
   // The runner's round trip dilutes a 2x kernel to 1.4x: still a gain, so
   // the benchmark's 2x and the claim on it stand.
