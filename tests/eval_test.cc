@@ -60,6 +60,36 @@ class Recorder : public EvalListener {
   }
 };
 
+// A serving program in the style of the runtime's serve_bench: it reads
+// prompts from --seed, "decodes" them through the candidate's model.py and
+// prints its throughput and what it generated.
+constexpr char kServe[] = R"py(import sys, time
+import model
+seed = int(sys.argv[1].split("=")[1])
+start = time.perf_counter()
+outputs = [model.generate(seed * 31 + r, tokens=6) for r in range(4)]
+elapsed = time.perf_counter() - start
+print('{"throughput": %f, "outputs": %s}' % (24 / elapsed, outputs))
+)py";
+
+// The model: four layers of fixed work per token, each mixing the state.
+std::string Model(const std::string& layers_run) {
+  return absl::StrFormat(R"py(import os, sys
+def layer(state, i):
+    for _ in range(20000):
+        state = (state * 6364136223846793005 + i) %% (1 << 61)
+    return state
+def generate(prompt, tokens):
+    out, state = [], prompt
+    for _ in range(tokens):
+        for i in %s:
+            state = layer(state, i)
+        out.append(state %% 50000)
+    return out
+)py",
+                         layers_run);
+}
+
 class EvalTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -128,6 +158,30 @@ class EvalTest : public ::testing::Test {
                                   {"metric", "checksum.runner"}}};
     manifest["protected_paths"].push_back("runner.cc");
     return manifest;
+  }
+
+  // Commits a baseline with the serving program (serve.py), the four-layer
+  // model and a manifest whose serving benchmark has `outputs` and `gate`
+  // (JSON objects).
+  void CommitServingBaseline(const std::string& outputs, const std::string& gate) {
+    Write("densegate.json", absl::StrFormat(R"({
+  "schema_version": 1,
+  "name": "tiny-serving",
+  "build": {"command": "true", "timeout_s": 60},
+  "benchmarks": [{
+    "name": "serve", "kind": "JSON_COMMAND", "command": "python3 serve.py --seed={seed}",
+    "timeout_s": 60,
+    "outputs": %s,
+    "metrics": [{"name": "serve.throughput", "source": "throughput", "unit": "tok/s",
+                 "direction": "HIGHER_IS_BETTER", "primary": true}]
+  }],
+  "gate": %s,
+  "protected_paths": ["densegate.json", "serve.py"]
+})",
+                                            outputs, gate));
+    Write("serve.py", kServe);
+    Write("model.py", Model("range(4)"));
+    Commit("baseline: a serving benchmark whose outputs are compared");
   }
 
   static bool HasReason(const v1::Verdict& v, v1::ReasonCode code, const std::string& text) {
@@ -789,58 +843,14 @@ inline uint64_t Checksum(const std::vector<uint32_t>& v) {
   EXPECT_FALSE(o.verdict.claims(0).verified());
 }
 
-// A serving program in the style of the runtime's serve_bench: it reads
-// prompts from --seed, "decodes" them through the candidate's model.py and
-// prints its throughput and what it generated.
-constexpr char kServe[] = R"py(import sys, time
-import model
-seed = int(sys.argv[1].split("=")[1])
-start = time.perf_counter()
-outputs = [model.generate(seed * 31 + r, tokens=6) for r in range(4)]
-elapsed = time.perf_counter() - start
-print('{"throughput": %f, "outputs": %s}' % (24 / elapsed, outputs))
-)py";
-
-// The model: four layers of fixed work per token, each mixing the state.
-std::string Model(const std::string& layers_run) {
-  return absl::StrFormat(R"py(import os, sys
-def layer(state, i):
-    for _ in range(20000):
-        state = (state * 6364136223846793005 + i) %% (1 << 61)
-    return state
-def generate(prompt, tokens):
-    out, state = [], prompt
-    for _ in range(tokens):
-        for i in %s:
-            state = layer(state, i)
-        out.append(state %% 50000)
-    return out
-)py",
-                         layers_run);
-}
-
 // The serving-only shortcut: a model that skips every other layer only
 // when its process is the serving benchmark. Its throughput nearly doubles
 // there, but it generates other tokens than the baseline on prompts drawn
 // from a seed no build could know, and that rejects it.
 TEST_F(EvalTest, AServingOnlyShortcutGeneratesOtherTokensAndIsRejected) {
-  Write("densegate.json", R"({
-  "schema_version": 1,
-  "name": "tiny-serving",
-  "build": {"command": "true", "timeout_s": 60},
-  "benchmarks": [{
-    "name": "serve", "kind": "JSON_COMMAND", "command": "python3 serve.py --seed={seed}",
-    "timeout_s": 60,
-    "outputs": {"source": "outputs"},
-    "metrics": [{"name": "serve.throughput", "source": "throughput", "unit": "tok/s",
-                 "direction": "HIGHER_IS_BETTER", "primary": true}]
-  }],
-  "gate": {"min_effect": 0.02, "regression_budget": 0.10, "min_pairs": 6, "max_pairs": 30},
-  "protected_paths": ["densegate.json", "serve.py"]
-})");
-  Write("serve.py", kServe);
-  Write("model.py", Model("range(4)"));
-  Commit("baseline: a serving benchmark whose outputs are compared");
+  CommitServingBaseline(R"({"source": "outputs"})",
+                        R"({"min_effect": 0.02, "regression_budget": 0.10, "min_pairs": 6,
+                            "max_pairs": 30})");
   Write("model.py", Model(R"(range(0, 4, 2) if sys.argv[0].endswith("serve.py") else range(4))"));
   Commit("skip layers under the serving benchmark");
   EvalOutcome o = Eval(v1::GAIN);
@@ -855,23 +865,9 @@ TEST_F(EvalTest, AServingOnlyShortcutGeneratesOtherTokensAndIsRejected) {
 // candidate that declares a precision change is held to the manifest's
 // agreement bound instead of identity.
 TEST_F(EvalTest, OutputsThatAgreePassAndADeclaredPrecisionChangeNeedsItsBound) {
-  Write("densegate.json", R"({
-  "schema_version": 1,
-  "name": "tiny-serving",
-  "build": {"command": "true", "timeout_s": 60},
-  "benchmarks": [{
-    "name": "serve", "kind": "JSON_COMMAND", "command": "python3 serve.py --seed={seed}",
-    "timeout_s": 60,
-    "outputs": {"source": "outputs", "min_token_agreement": 0.9},
-    "metrics": [{"name": "serve.throughput", "source": "throughput", "unit": "tok/s",
-                 "direction": "HIGHER_IS_BETTER", "primary": true}]
-  }],
-  "gate": {"min_effect": 0.02, "regression_budget": 0.50, "min_pairs": 6, "max_pairs": 6},
-  "protected_paths": ["densegate.json", "serve.py"]
-})");
-  Write("serve.py", kServe);
-  Write("model.py", Model("range(4)"));
-  Commit("baseline: a serving benchmark whose outputs are compared");
+  CommitServingBaseline(R"({"source": "outputs", "min_token_agreement": 0.9})",
+                        R"({"min_effect": 0.02, "regression_budget": 0.50, "min_pairs": 6,
+                            "max_pairs": 6})");
   Write("model.py", Model("range(4)") + "# a comment\n");
   Commit("the same model");
   EvalOutcome same = Eval(v1::NO_REGRESSION);
