@@ -106,6 +106,7 @@ int Eval(const EvalArgs& args) {
   options.sandbox_uid = args.sandbox.sandbox_uid;
   options.candidate_uid = args.sandbox.candidate_uid;
   options.arm_disk_quota_bytes = args.sandbox.arm_disk_quota_mib << 20;
+  options.arm_max_processes = args.sandbox.arm_max_processes;
   options.isolation = Isolation(args.sandbox);
   absl::StatusOr<std::unique_ptr<harness::ProcessLauncher>> launcher =
       NewArmLauncher(args.sandbox, "eval");

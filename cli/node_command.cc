@@ -79,6 +79,7 @@ int RunNode(NodeArgs& a) {
   a.options.sandbox_uid = a.sandbox.sandbox_uid;
   a.options.candidate_uid = a.sandbox.candidate_uid;
   a.options.arm_disk_quota_bytes = a.sandbox.arm_disk_quota_mib << 20;
+  a.options.arm_max_processes = a.sandbox.arm_max_processes;
   a.options.isolation = Isolation(a.sandbox);
   harness::NodeWorker worker(a.options, launcher->get());
   absl::Status s = worker.Run();

@@ -21,6 +21,11 @@ void AddSandboxFlags(CLI::App* cmd, SandboxFlags* flags) {
                   "test past it is stopped and rejects the candidate")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  cmd->add_option("--arm_max_processes", flags->arm_max_processes,
+                  "processes and threads each arm's user may run at once; a command that "
+                  "reaches it is stopped as a fork bomb (a candidate's rejects it)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{16}, int64_t{1} << 22));
 }
 
 absl::StatusOr<std::unique_ptr<harness::ProcessLauncher>> NewArmLauncher(

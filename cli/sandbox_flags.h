@@ -1,4 +1,4 @@
-// --unsafe_no_sandbox, --sandbox_uid and --candidate_uid, shared by `densegate node` and
+// --unsafe_no_sandbox, --sandbox_uid, --candidate_uid and the per-arm limits, shared by `densegate node` and
 // `densegate eval`: the launcher every arm command goes through, checked
 // before any work is taken.
 #ifndef DENSEGATE_CLI_SANDBOX_FLAGS_H_
@@ -19,6 +19,7 @@ struct SandboxFlags {
   uint32_t sandbox_uid = 59000;
   uint32_t candidate_uid = 0;  // 0: sandbox_uid + 1.
   int64_t arm_disk_quota_mib = 32 << 10;  // EvaluatorOptions::arm_disk_quota_bytes.
+  int64_t arm_max_processes = 8192;       // EvaluatorOptions::arm_max_processes.
 };
 
 void AddSandboxFlags(CLI::App* cmd, SandboxFlags* flags);

@@ -295,6 +295,7 @@ Confinement Evaluation::ArmSandbox(bool candidate, Access access) const {
   Confinement c;
   c.uid = ArmUid(candidate);
   c.gid = c.uid;
+  c.max_processes = options_.arm_max_processes;
   if (access == Access::kBuild) {
     c.sandbox = ArmDir(candidate);
     c.writable = area.writable;
@@ -411,6 +412,13 @@ absl::StatusOr<bool> Evaluation::Build() {
   const auto& build = manifest_.build();
   for (bool candidate : {false, true}) {
     std::string arm = candidate ? "candidate" : "baseline";
+    if (candidate) {
+      if (absl::Status s = Workspace(options_.workspace_root, options_.slot, &git_, Users())
+                               .SeedCandidate(checkout_);
+          !s.ok()) {
+        return s;
+      }
+    }
     Say(v1::BUILD, "building " + arm);
     absl::StatusOr<ProcessResult> r = Shell(build.command(), candidate, "build-" + arm,
                                             build.timeout_s(), ArmSandbox(candidate, Access::kBuild));

@@ -124,6 +124,9 @@ struct EvaluatorOptions {
   // is stopped and the candidate rejected: a candidate that fills the disk fails its own
   // evaluation, not the node's.
   int64_t arm_disk_quota_bytes = int64_t{32} << 30;
+  // Processes and threads each arm's user may run at once (RLIMIT_NPROC);
+  // a command whose user reaches it is stopped and named a fork bomb.
+  int64_t arm_max_processes = 8192;
   // Set when other nodes share this machine (not owned): the two measured
   // processes of each benchmark of a pair run under it exclusively, every
   // other stage shared.

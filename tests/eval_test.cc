@@ -121,6 +121,7 @@ class EvalTest : public ::testing::Test {
     options.precision_baselines = precision_baselines_;
     options.host_lock = host_lock_;
     if (arm_disk_quota_bytes_ > 0) options.arm_disk_quota_bytes = arm_disk_quota_bytes_;
+    if (arm_max_processes_ > 0) options.arm_max_processes = arm_max_processes_;
     Evaluator evaluator(options, launcher_.get());
     EvalRequest request;
     request.repo = repo_;
@@ -210,6 +211,8 @@ class EvalTest : public ::testing::Test {
   std::string name_, repo_;
   // EvaluatorOptions::arm_disk_quota_bytes of every Eval() (0: default).
   int64_t arm_disk_quota_bytes_ = 0;
+  // EvaluatorOptions::arm_max_processes of every Eval() (0: default).
+  int64_t arm_max_processes_ = 0;
   // EvalRequest::precision_change of every Eval().
   std::string precision_change_;
   // EvalRequest::metric_scope and prior of every Eval().
@@ -1071,6 +1074,31 @@ std::string Slurp(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// A build that forks without end is stopped at its user's process limit,
+// long before its timeout, and rejects the candidate as a fork bomb; none of
+// its processes outlive the evaluation, and the next one runs as usual.
+TEST_F(EvalTest, AForkBombIsStoppedAtItsLimitAndRejected) {
+  REQUIRE_SANDBOX();
+  Sh("sed -i \"/^set -e/a bash -c 'while :; do sleep 60 \\& done'\" " + repo_ + "/build.sh");
+  Commit("a build that forks without end");
+  arm_max_processes_ = 64;
+  EvalOutcome o = Eval(v1::GAIN);
+  EXPECT_EQ(o.verdict.decision(), v1::REJECT) << Reasons(o.verdict);
+  EXPECT_TRUE(HasReason(o.verdict, v1::BUILD_FAILED, "a fork bomb")) << Reasons(o.verdict);
+  const v1::Stage* build = recorder_.Find(v1::BUILD);
+  ASSERT_NE(build, nullptr);
+  EXPECT_LT(build->seconds(), 30) << build->summary();
+  // Nothing of the candidate's user of slot 0 (EvaluatorOptions'
+  // sandbox_uid + 1) is left.
+  const std::string left = Tmp() + "/left-" + name_;
+  Sh("pgrep -c -U 59001 > " + left + " || true");
+  EXPECT_EQ(Slurp(left), "0\n");
+  Sh("git -C " + repo_ + " reset -q --hard HEAD~1");
+  Commit("nothing");
+  EvalOutcome next = Eval(v1::NO_REGRESSION);
+  EXPECT_EQ(next.verdict.decision(), v1::ACCEPT) << Reasons(next.verdict);
 }
 
 // The candidate's build reaches for the baseline's worktree and binary, the

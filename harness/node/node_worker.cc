@@ -276,6 +276,7 @@ absl::StatusOr<std::optional<v1::Lease>> NodeWorker::RunLease(const v1::Lease& l
     eo.sandbox_uid = options_.sandbox_uid;
     eo.candidate_uid = options_.candidate_uid;
     eo.arm_disk_quota_bytes = options_.arm_disk_quota_bytes;
+    eo.arm_max_processes = options_.arm_max_processes;
     eo.isolation = options_.isolation;
     eo.host_lock = options_.host_lock;
     eo.precision_baselines = &precision_baselines_;

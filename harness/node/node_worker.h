@@ -48,6 +48,7 @@ struct NodeWorkerOptions {
   std::string isolation = "bubblewrap";
   // EvaluatorOptions::arm_disk_quota_bytes.
   int64_t arm_disk_quota_bytes = int64_t{32} << 30;
+  int64_t arm_max_processes = 8192;  // EvaluatorOptions::arm_max_processes.
   // When other nodes share the machine (not owned): measurements, the A/A
   // calibration included, run alone (see HostLock).
   HostLock* host_lock = nullptr;

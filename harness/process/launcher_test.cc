@@ -415,6 +415,31 @@ TEST_F(LauncherTest, ForkBombStopsAtTheProcessLimit) {
   EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "alive\n");
 }
 
+// In a shared sandbox (a build's), a bomb that goes on forking (bash
+// retries a failed fork) is stopped while it runs, long before its wall
+// timeout, and named; ending the sandbox leaves none of its processes.
+TEST_F(LauncherTest, ABombInASharedSandboxIsStoppedWhileItRuns) {
+  REQUIRE_SANDBOX();
+  const uint32_t uid = kUid + 8;
+  ProcessSpec spec = Confined("bash -c 'while :; do sleep 60 & done'",
+                              Confinement{.sandbox = "bomb", .uid = uid, .gid = uid,
+                                          .max_processes = 40});
+  spec.wall_timeout = absl::Seconds(50);
+  auto r = launcher_->Run(spec);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->timed_out);
+  EXPECT_THAT(r->Describe(), HasSubstr("at its limit of 40: a fork bomb"))
+      << Slurp(Tmp() + "/err.txt");
+  EXPECT_LT(r->wall_seconds, 30);
+  launcher_->EndSandbox("bomb");
+  auto left = launcher_->Run(Shell(absl::StrCat("pgrep -c -u ", uid, " || true")));
+  ASSERT_TRUE(left.ok());
+  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "0\n");
+  auto after = launcher_->Run(Confined("echo alive"));
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "alive\n");
+}
+
 TEST_F(LauncherTest, TimeoutKillsAConfinedCommandAndItsChildren) {
   REQUIRE_SANDBOX();
   const std::string tag = Tag(4444);

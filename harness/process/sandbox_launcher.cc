@@ -42,6 +42,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/numbers.h"
@@ -122,6 +123,35 @@ int NewNetworkNamespace() {
   while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
   }
   return fd;
+}
+
+// Tasks (processes and threads) whose real user is `uid`: what RLIMIT_NPROC
+// counts. A task that exits while it is read is skipped.
+int64_t TasksOfUser(uint32_t uid) {
+  int64_t tasks = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || !absl::ascii_isdigit(name[0])) continue;
+    std::ifstream status(entry.path() / "status");
+    std::string line;
+    bool mine = false;
+    while (std::getline(status, line)) {
+      uint32_t real = 0;
+      int64_t threads = 0;
+      if (absl::StartsWith(line, "Uid:")) {
+        std::vector<std::string> ids = absl::StrSplit(line.substr(4), absl::ByAnyChar(" \t"),
+                                                      absl::SkipEmpty());
+        mine = !ids.empty() && absl::SimpleAtoi(ids[0], &real) && real == uid;
+        if (!mine) break;
+      } else if (mine && absl::StartsWith(line, "Threads:") &&
+                 absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(8)), &threads)) {
+        tasks += threads;
+        break;
+      }
+    }
+  }
+  return tasks;
 }
 
 std::string RemoveTree(const std::string& dir) {
@@ -214,9 +244,12 @@ class ChildProcess : public RunningProcess {
 
   // Waits for the exit for at most `wait` (infinite: until it exits), asking
   // `watch` (when set) about twice a second whether to stop it, then kills
-  // the process group.
+  // the process group. `at_limit` (when set) is asked once more before that
+  // kill, so that what ran into a limit is named even when the command
+  // ended first (a fork bomb's script fails as its forks do).
   ProcessResult WaitAndReap(absl::Duration wait,
-                            const std::function<std::string()>& watch = nullptr) {
+                            const std::function<std::string()>& watch = nullptr,
+                            const std::function<std::string()>& at_limit = nullptr) {
     ProcessResult result;
     result.network_isolated = network_isolated_;
     result.sandboxed = sandboxed_;
@@ -250,6 +283,7 @@ class ChildProcess : public RunningProcess {
         break;
       }
     }
+    if (result.stopped.empty() && at_limit) result.stopped = at_limit();
     // Whatever happened, nothing of the group may outlive the command.
     kill(-pid_, SIGKILL);
     int status = 0;
@@ -443,7 +477,15 @@ class SandboxLauncher : public ProcessLauncher {
   absl::StatusOr<ProcessResult> Run(const ProcessSpec& spec) override {
     absl::StatusOr<std::unique_ptr<ChildProcess>> child = Spawn(spec, false);
     if (!child.ok()) return child.status();
-    return (*child)->WaitAndReap(spec.wall_timeout, spec.watch);
+    const std::function<std::string()> at_limit = TaskLimit(spec);
+    std::function<std::string()> watch = spec.watch;
+    if (at_limit) {
+      watch = [at_limit, watch]() {
+        std::string reason = at_limit();
+        return reason.empty() && watch ? watch() : reason;
+      };
+    }
+    return (*child)->WaitAndReap(spec.wall_timeout, watch, at_limit);
   }
 
   absl::StatusOr<std::unique_ptr<RunningProcess>> Start(const ProcessSpec& spec) override {
@@ -463,6 +505,29 @@ class SandboxLauncher : public ProcessLauncher {
  private:
   bool Confined(const ProcessSpec& spec) const {
     return spec.confinement.has_value() && !options_.unsafe_no_sandbox;
+  }
+
+  // Names a command of a shared sandbox (a build's, a test's) whose user is
+  // at its process limit. Null for the rest: a sandbox of its own dies with
+  // its command, and measured runs are not to be woken for this; and where
+  // the user is the launcher's own, whose count is not the command's. Fork
+  // fails at the limit itself; a sample may come just after a few failed
+  // forks exited, so 90% of it counts.
+  std::function<std::string()> TaskLimit(const ProcessSpec& spec) const {
+    if (!Confined(spec) || spec.confinement->sandbox.empty() ||
+        spec.confinement->max_processes <= 0) {
+      return nullptr;
+    }
+    const uint32_t uid = spec.confinement->uid;
+    if (uid == 0 || uid == geteuid()) return nullptr;
+    const int64_t limit = spec.confinement->max_processes;
+    return [uid, limit]() -> std::string {
+      const int64_t tasks = TasksOfUser(uid);
+      if (tasks * 10 < limit * 9) return "";
+      return absl::StrFormat(
+          "its user ran %d processes and threads, at its limit of %d: a fork bomb", tasks,
+          limit);
+    };
   }
 
   // Environment for the child: base, pass-through, then the spec's own.

@@ -10,13 +10,13 @@
 //
 // Each arm (ArmArea) has, beside its worktree, a HOME emptied at every
 // Prepare whose .cache links to the arm's cache directory (Bazel's output
-// base lives there), and, at .cache/densegate, the node's trusted build cache
+// base lives there, at the path the HOME's .bazelrc names), and, at .cache/densegate, the node's trusted build cache
 // (Bazel's disk cache). Only baseline builds write the trusted cache: the
 // baseline's cache directory persists and holds it writable; the
 // candidate's is emptied at every Prepare too (nothing a candidate writes
-// reaches a later evaluation) and holds the trusted cache read-only, so a
-// candidate build reuses what trusted builds cached but writes no entry a
-// baseline build reads. When the node runs as root, each arm's areas are
+// reaches a later evaluation), then gets a copy of the baseline's output
+// base (SeedCandidate), and holds the trusted cache read-only, so a candidate build reuses what
+// trusted builds cached but writes no entry a baseline build reads. When the node runs as root, each arm's areas are
 // owned by its sandbox user (ArmUsers) and git never reads the worktree's
 // own .git file (a candidate could point it elsewhere): it is rewritten
 // first.
@@ -75,6 +75,14 @@ class Workspace {
   absl::StatusOr<Checkout> Prepare(const std::string& repo,
                                    const std::string& baseline_ref,
                                    const std::string& candidate_ref);
+
+  // Makes the candidate's Bazel output base a copy of the baseline's as it
+  // is now (without its server's state), replacing whatever was there. Call
+  // after the baseline's build and before the candidate's first command:
+  // what the candidate did not change is then neither fetched from the
+  // cache nor analysed from nothing, and what it writes there is gone at the
+  // next Prepare. Nothing to copy before the baseline's first build.
+  absl::Status SeedCandidate(const Checkout& checkout);
 
   // Removes what the run left in both worktrees (untracked and ignored
   // files), keeping the worktrees for the next candidate. Call only when no

@@ -156,6 +156,47 @@ TEST_F(WorkspaceTest, ArmsGetFreshHomesAndOnlyTheBaselineWritesTheTrustedCache) 
               HasSubstr("--noremote_upload_local_results"));
 }
 
+// Each arm's Bazel keeps its output base where its .bazelrc says; the
+// candidate's becomes a copy of the baseline's (without its server's state),
+// and what the candidate wrote there is gone at the next Prepare.
+TEST_F(WorkspaceTest, TheCandidatesOutputBaseStartsAsACopyOfTheBaselines) {
+  const bool root = geteuid() == 0;
+  Workspace ws(Tmp() + "/ws-seed", 0, &git_,
+               root ? ArmUsers{.baseline = 59013, .candidate = 59014} : ArmUsers{});
+  auto c = ws.Prepare(repo_, "HEAD~1", "HEAD");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string base = c->baseline.cache + "/bazel-output-base";
+  const std::string cand = c->candidate.cache + "/bazel-output-base";
+  EXPECT_THAT(Slurp(c->baseline.home + "/.bazelrc"), HasSubstr("startup --output_base=" + base));
+  EXPECT_THAT(Slurp(c->candidate.home + "/.bazelrc"), HasSubstr("startup --output_base=" + cand));
+  ASSERT_TRUE(ws.SeedCandidate(*c).ok());
+  EXPECT_NE(access(cand.c_str(), F_OK), 0) << "no baseline build yet: nothing to copy";
+  // What a baseline build leaves: outputs, a link, its server's state.
+  Sh("mkdir -p " + base + "/execroot/ws/bazel-out " + base + "/server && echo out > " + base +
+     "/execroot/ws/bazel-out/bin && chmod 555 " + base + "/execroot/ws/bazel-out/bin && ln -s " +
+     "/usr/share/bazel " + base + "/install && echo 1 > " + base + "/server/server.pid.txt && " +
+     "touch " + base + "/lock " + base + "/java.log");
+  auto again = ws.Prepare(repo_, "HEAD~1", "HEAD");
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_TRUE(ws.SeedCandidate(*again).ok());
+  EXPECT_EQ(Slurp(cand + "/execroot/ws/bazel-out/bin"), "out\n");
+  struct stat st;
+  ASSERT_EQ(lstat((cand + "/execroot/ws/bazel-out/bin").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0555u);
+  if (root) EXPECT_EQ(st.st_uid, 59014u);
+  char target[256] = {};
+  ASSERT_GT(readlink((cand + "/install").c_str(), target, sizeof(target) - 1), 0);
+  EXPECT_EQ(std::string(target), "/usr/share/bazel");
+  for (const char* gone : {"/server", "/lock", "/java.log"}) {
+    EXPECT_NE(access((cand + gone).c_str(), F_OK), 0) << gone;
+  }
+  // The candidate writes into its copy; the next Prepare starts over.
+  Sh("echo forged > " + cand + "/execroot/ws/bazel-out/extra");
+  ASSERT_TRUE(ws.Prepare(repo_, "HEAD~1", "HEAD").ok());
+  EXPECT_NE(access(cand.c_str(), F_OK), 0);
+  EXPECT_NE(access((base + "/execroot/ws/bazel-out/extra").c_str(), F_OK), 0);
+}
+
 // A candidate may rewrite its worktree's .git to point the node's git at
 // another repository; the reset must ignore it and restore the real one.
 TEST_F(WorkspaceTest, ResetIgnoresAWorktreeGitFileTheCandidateRewrote) {
