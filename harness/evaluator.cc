@@ -205,23 +205,9 @@ class Evaluation {
   // and their count in carried_pairs_; the others are measured from pair 0.
   // *note says which.
   void TakePriorSamples(int64_t* next_sample_id, std::string* note);
-  // Whether the request's metric scope takes in `metric` (an empty scope
-  // takes in every metric).
-  // In the request's metric scope, or confirming a metric that is: a gain
-  // on a confirmed metric means nothing without its confirmer's samples.
+  // In the request's metric scope (results::InMetricScope).
   bool InScope(const std::string& metric) const {
-    auto scoped = [&](const std::string& name) {
-      return request_.metric_scope.empty() ||
-             std::find(request_.metric_scope.begin(), request_.metric_scope.end(), name) !=
-                 request_.metric_scope.end();
-    };
-    if (scoped(metric)) return true;
-    for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
-      for (const v1::MetricSpec& m : b.metrics()) {
-        if (m.confirmed_by() == metric && scoped(m.name())) return true;
-      }
-    }
-    return false;
+    return results::InMetricScope(manifest_, request_.metric_scope, metric);
   }
   bool InScope(const v1::BenchmarkSpec& b) const {
     return std::any_of(b.metrics().begin(), b.metrics().end(),
@@ -653,29 +639,14 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
     Skip(v1::END_TO_END, "no benchmarks declared", listener_, &stages_);
     return true;
   }
-  // Metric index by (benchmark, metric).
-  for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
-    for (const v1::MetricSpec& m : b.metrics()) {
-      MetricSamples s;
-      s.name = m.name();
-      s.unit = m.unit();
-      s.direction = m.direction();
-      s.primary = m.primary();
-      s.stage = b.kind() == v1::GOOGLE_BENCHMARK ? v1::MICROBENCHMARK : v1::END_TO_END;
-      s.confirmed_by = m.confirmed_by();
-      metrics_.push_back(s);
-    }
+  // Every benchmark's metrics (indexed by (benchmark, metric) below), then
+  // the timed checks' in scope, in timed_checks' order.
+  std::set<std::string> timed_out_of_scope;
+  for (const v1::KernelCheck& c : manifest_.kernel_checks()) {
+    if (!c.metric().empty() && !InScope(c.metric())) timed_out_of_scope.insert(c.metric());
   }
-  // A timed kernel check: the median of its verified calls, on the
-  // harness's clock.
-  for (const v1::KernelCheck* c : timed_checks) {
-    MetricSamples s;
-    s.name = c->metric();
-    s.unit = "ns";
-    s.direction = v1::LOWER_IS_BETTER;
-    s.primary = true;
-    s.stage = v1::MICROBENCHMARK;
-    metrics_.push_back(s);
+  for (MetricSamples& s : results::ManifestMetrics(manifest_)) {
+    if (timed_out_of_scope.count(s.name) == 0) metrics_.push_back(std::move(s));
   }
   bool has_micro = !timed_checks.empty(), has_e2e = false;
   // Benchmarks producing no metric of the request's scope are not run.

@@ -930,7 +930,26 @@ absl::StatusOr<v1::Verdict> Scheduler::DecideHere(const results::LeaseRef& lease
   absl::StatusOr<std::vector<v1::Sample>> samples =
       results::NamedSamples(*store_, reported.evaluation_id(), reported.provenance());
   if (!samples.ok()) return samples.status();
-  absl::StatusOr<v1::Verdict> decided = results::Redecide(reported, evaluation, *samples);
+  // Where metrics decide, how to decide is the baseline manifest's (its
+  // gate, its metrics), as read at submit, never what the node says it is.
+  // (A failed stage rejects under any parameters.)
+  std::optional<v1::Manifest> manifest;
+  if (!results::DecidedByStages(reported)) {
+    const v1::Candidate& c = evaluation.candidate();
+    absl::StatusOr<std::string> text =
+        git_.ShowFile(c.repo(), c.baseline_sha(), kManifestFileName);
+    if (!text.ok() || Hex(*text) != c.manifest_hash()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "cannot decide %s: the baseline's manifest is no longer the one submitted (%s)",
+          reported.evaluation_id(), text.ok() ? "another hash" : text.status().message()));
+    }
+    std::vector<ManifestError> errors;
+    absl::StatusOr<v1::Manifest> parsed = ParseManifest(*text, &errors);
+    if (!parsed.ok()) return parsed.status();
+    manifest = *std::move(parsed);
+  }
+  absl::StatusOr<v1::Verdict> decided = results::Redecide(
+      reported, evaluation, *samples, manifest.has_value() ? &*manifest : nullptr);
   std::vector<std::string> differences =
       decided.ok() ? results::DecisionDifferences(reported, *decided)
                    : std::vector<std::string>{std::string(decided.status().message())};

@@ -133,7 +133,9 @@ class Scheduler {
   grpc::Status CheckActsAs(const Principal& who, const std::string& node_id);
   // The verdict to store for the one a node reported: the gate run again
   // here over the samples it streamed under the lease (results::Redecide),
-  // with the candidate's policy and claims as submitted. Any difference is
+  // with the candidate's policy, claims and scope as submitted and the
+  // baseline manifest's gate and metrics (read again from the repository,
+  // checked against the hash stored at submit). Any difference is
   // audited; a node whose decision or claim results differ from the gate's,
   // or whose samples decide nothing, is quarantined. An error when nothing
   // can be stored (the lease then fails and the job is retried).

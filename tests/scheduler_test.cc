@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -25,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "proto/densegate.grpc.pb.h"
+#include "results/gate/gate.h"
 #include "results/store/store.h"
 #include "results/store/testing/postgres_for_test.h"
 #include "results/store/testing/test_database.h"
@@ -254,8 +256,10 @@ class SchedulerTest : public ::testing::Test {
     finish.set_node_id(node);
     finish.set_lease_id(lease.id());
     const v1::Candidate& c = lease.evaluation().candidate();
+    // An ACCEPT names the tiny workload's one metric as not measured.
     *finish.mutable_verdict() = results::testing::VerdictWithoutSamples(
-        lease.evaluation().id(), results::EffectivePolicy(c.policy(), c.kind()), decision);
+        lease.evaluation().id(), results::EffectivePolicy(c.policy(), c.kind()), decision,
+        "checksum.time");
     finish.set_claim_next(true);
     return AsNode([&](grpc::ClientContext* c) { return nodes.FinishLease(c, finish, reply); },
                   token);
@@ -1065,6 +1069,128 @@ TEST_P(SchedulerOnEachStore, RolesAndBadRequestsGetPreciseStatuses) {
     v1::Evaluation e;
     ASSERT_TRUE(stub_->CancelEvaluation(&ctx, req, &e).ok());
     EXPECT_EQ(e.state(), v1::CANCELLED);
+  }
+}
+
+// A benchmark-only shortcut through the scheduler: the candidate's benchmark
+// binary times the checksum 2x faster while the trusted runner's timing of
+// the same op does not move. A node whose gate ignores the manifest's
+// confirmed_by link reports ACCEPT; the scheduler decides with the link:
+// REJECT, BENCHMARK_ONLY_GAIN, and the node is quarantined.
+TEST_F(SchedulerTest, ANodeThatDropsAConfirmerIsDecidedByTheManifest) {
+  nlohmann::json manifest = nlohmann::json::parse(std::ifstream(repo_ + "/densegate.json"));
+  manifest["kernel_checks"] = {{{"name", "checksum-1m"},
+                                {"op", "checksum"},
+                                {"runner", "runner"},
+                                {"shape", {{"n", 1 << 20}}},
+                                {"max_rel_rms", 1e-6},
+                                {"calls", 8},
+                                {"metric", "checksum.runner"}}};
+  manifest["benchmarks"][0]["metrics"][0]["confirmed_by"] = "checksum.runner";
+  std::ofstream(repo_ + "/densegate.json") << manifest.dump(2);
+  Commit("the benchmark metric is confirmed by the runner metric");
+  Git("tag -f base");
+  Branch("shortcut", "echo '// only the benchmark is faster' >> checksum.h");
+  StartServer();
+  auto nodes = NodeStub();
+  const std::string node = RegisterSimulatedNode(*nodes, "lax");
+  const v1::SynchronizeResponse calibration = Synchronize(*nodes, node);
+  ASSERT_EQ(calibration.lease().job_kind(), v1::CALIBRATION);
+  v1::SubmitRequest req;
+  req.set_repo(repo_);
+  req.set_baseline_ref("base");
+  req.set_candidate_ref("shortcut");
+  req.set_kind(v1::EXPERIMENT);
+  req.set_policy(v1::GAIN);
+  v1::SubmitResponse queued;
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer agent-token-01");
+    ASSERT_TRUE(stub_->Submit(&ctx, req, &queued).ok());
+  }
+  v1::FinishLeaseRequest calibrated;
+  calibrated.set_node_id(node);
+  calibrated.set_lease_id(calibration.lease().id());
+  calibrated.set_calibration_noise(0.01);
+  calibrated.set_claim_next(true);
+  v1::FinishLeaseResponse next;
+  ASSERT_TRUE(AsNode([&](grpc::ClientContext* c) {
+                return nodes->FinishLease(c, calibrated, &next);
+              }).ok());
+  ASSERT_TRUE(next.has_next_lease());
+  const v1::Lease lease = next.next_lease();
+  ASSERT_EQ(lease.evaluation().id(), queued.evaluation().id());
+
+  // 30 pairs (the manifest's budget), within half a percent of: benchmark
+  // 100 ns baseline, 50 candidate; runner 1000 ns in both arms.
+  std::vector<v1::Sample> samples;
+  for (int pair = 0; pair < 30; ++pair) {
+    const double wobble = 1 + 0.005 * ((pair * 7) % 5 - 2) / 2.0;
+    for (auto [metric, base, cand] : {std::tuple{"checksum.time", 100.0, 50.0},
+                                      std::tuple{"checksum.runner", 1000.0, 1000.0}}) {
+      for (v1::Arm arm : {v1::BASELINE, v1::CANDIDATE}) {
+        v1::Sample& s = samples.emplace_back();
+        s.set_evaluation_id(lease.evaluation().id());
+        s.set_metric(metric);
+        s.set_arm(arm);
+        s.set_pair_index(pair);
+        s.set_unit("ns");
+        s.set_value((arm == v1::BASELINE ? base : cand) *
+                    (arm == v1::BASELINE ? wobble : 2 - wobble));
+      }
+    }
+  }
+  {
+    grpc::ClientContext streaming;
+    streaming.AddMetadata("authorization", "Bearer admin-token-01");
+    v1::ReportStreamResponse accepted;
+    auto stream = nodes->ReportStream(&streaming, &accepted);
+    for (const v1::Sample& s : samples) {
+      v1::NodeReport r;
+      r.set_node_id(node);
+      r.set_lease_id(lease.id());
+      *r.mutable_sample() = s;
+      ASSERT_TRUE(stream->Write(r));
+    }
+    stream->WritesDone();
+    ASSERT_TRUE(stream->Finish().ok());
+  }
+  // The lax node's gate: both metrics, the link left out.
+  std::vector<results::MetricSamples> described(2);
+  for (int i = 0; i < 2; ++i) {
+    described[i].name = i == 0 ? "checksum.time" : "checksum.runner";
+    described[i].unit = "ns";
+    described[i].direction = v1::LOWER_IS_BETTER;
+    described[i].primary = true;
+    described[i].stage = v1::MICROBENCHMARK;
+  }
+  v1::GatePolicy gate;
+  gate.set_min_effect(0.02);
+  gate.set_regression_budget(0.10);
+  gate.set_min_pairs(6);
+  gate.set_max_pairs(30);
+  v1::FinishLeaseRequest finish;
+  finish.set_node_id(node);
+  finish.set_lease_id(lease.id());
+  *finish.mutable_verdict() = results::testing::VerdictFromSamples(
+      lease.evaluation().id(), v1::GAIN, gate, described, samples);
+  ASSERT_EQ(finish.verdict().decision(), v1::ACCEPT);
+  v1::FinishLeaseResponse ignored;
+  ASSERT_TRUE(AsNode([&](grpc::ClientContext* c) {
+                return nodes->FinishLease(c, finish, &ignored);
+              }).ok());
+  const v1::Evaluation done = Get(queued.evaluation().id());
+  EXPECT_EQ(done.verdict().decision(), v1::REJECT);
+  bool named = false;
+  for (const v1::Reason& r : done.verdict().reasons()) named |= r.code() == v1::BENCHMARK_ONLY_GAIN;
+  EXPECT_TRUE(named) << done.verdict().DebugString();
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer viewer-token-1");
+  v1::ListNodesRequest list;
+  v1::ListNodesResponse listed;
+  ASSERT_TRUE(stub_->ListNodes(&ctx, list, &listed).ok());
+  for (const v1::Node& n : listed.nodes()) {
+    if (n.id() == node) EXPECT_EQ(n.state(), v1::QUARANTINED);
   }
 }
 

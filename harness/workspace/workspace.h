@@ -2,10 +2,10 @@
 //
 // A node evaluates one job at a time per slot. Each slot keeps, per
 // repository, two git worktrees (baseline/ and candidate/) at fixed paths
-// under the workspace root, so a build tool's incremental state keyed by the
-// path (Bazel's output base) survives from one candidate to the next; between
-// runs they are reset to the new commits and cleaned of untracked and
-// ignored files. The repository itself is fetched into one bare mirror per
+// under the workspace root, so the baseline's incremental build state keyed
+// by the path (Bazel's output base) survives from one evaluation to the
+// next; between runs they are reset to the new commits and cleaned of
+// untracked and ignored files. The repository itself is fetched into one bare mirror per
 // repository.
 //
 // Each arm (ArmArea) has, beside its worktree, a HOME emptied at every

@@ -1,5 +1,6 @@
 #include "results/verdict/verdict.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <utility>
@@ -14,13 +15,6 @@
 namespace densegate::results {
 namespace {
 
-// Reason codes that come from a failing stage rather than from the metrics.
-bool IsStageFailure(v1::ReasonCode code) {
-  return code == v1::BUILD_FAILED || code == v1::CORRECTNESS_FAILED ||
-         code == v1::PRECISION_FAILED || code == v1::GAMING ||
-         code == v1::PROTECTED_PATH || code == v1::OUTPUT_MISMATCH;
-}
-
 // The parts of a verdict that the gate computes (not ids, times, stages).
 v1::Verdict Decided(const v1::Verdict& v) {
   v1::Verdict d;
@@ -33,6 +27,60 @@ v1::Verdict Decided(const v1::Verdict& v) {
 }
 
 }  // namespace
+
+bool IsStageFailure(v1::ReasonCode code) {
+  return code == v1::BUILD_FAILED || code == v1::CORRECTNESS_FAILED ||
+         code == v1::PRECISION_FAILED || code == v1::GAMING ||
+         code == v1::PROTECTED_PATH || code == v1::OUTPUT_MISMATCH;
+}
+
+bool DecidedByStages(const v1::Verdict& v) {
+  return std::any_of(v.reasons().begin(), v.reasons().end(),
+                     [](const v1::Reason& r) { return IsStageFailure(r.code()); });
+}
+
+std::vector<MetricSamples> ManifestMetrics(const v1::Manifest& manifest) {
+  std::vector<MetricSamples> metrics;
+  for (const v1::BenchmarkSpec& b : manifest.benchmarks()) {
+    for (const v1::MetricSpec& m : b.metrics()) {
+      MetricSamples s;
+      s.name = m.name();
+      s.unit = m.unit();
+      s.direction = m.direction();
+      s.primary = m.primary();
+      s.stage = b.kind() == v1::GOOGLE_BENCHMARK ? v1::MICROBENCHMARK : v1::END_TO_END;
+      s.confirmed_by = m.confirmed_by();
+      metrics.push_back(std::move(s));
+    }
+  }
+  // A timed kernel check: the median of its verified calls, on the
+  // harness's clock.
+  for (const v1::KernelCheck& c : manifest.kernel_checks()) {
+    if (c.metric().empty()) continue;
+    MetricSamples s;
+    s.name = c.metric();
+    s.unit = "ns";
+    s.direction = v1::LOWER_IS_BETTER;
+    s.primary = true;
+    s.stage = v1::MICROBENCHMARK;
+    metrics.push_back(std::move(s));
+  }
+  return metrics;
+}
+
+bool InMetricScope(const v1::Manifest& manifest, absl::Span<const std::string> scope,
+                   const std::string& metric) {
+  auto scoped = [&](const std::string& name) {
+    return scope.empty() || std::find(scope.begin(), scope.end(), name) != scope.end();
+  };
+  if (scoped(metric)) return true;
+  for (const v1::BenchmarkSpec& b : manifest.benchmarks()) {
+    for (const v1::MetricSpec& m : b.metrics()) {
+      if (m.confirmed_by() == metric && scoped(m.name())) return true;
+    }
+  }
+  return false;
+}
 
 absl::StatusOr<std::vector<MetricSamples>> PairSamples(
     absl::Span<const v1::Sample> samples, absl::Span<const MetricSamples> specs) {
@@ -110,12 +158,13 @@ v1::Verdict MakeVerdict(const GateInput& input, const GateResult& result,
 
 absl::StatusOr<v1::Verdict> Redecide(const v1::Verdict& reported,
                                      const v1::Evaluation& evaluation,
-                                     absl::Span<const v1::Sample> samples) {
+                                     absl::Span<const v1::Sample> samples,
+                                     const v1::Manifest* manifest) {
   const v1::Provenance& provenance = reported.provenance();
   GateInput input;
   input.policy = EffectivePolicy(evaluation.candidate().policy(), evaluation.candidate().kind());
-  absl::StatusOr<GateParameters> params =
-      ResolveGateParameters(provenance.policy_parameters());
+  absl::StatusOr<GateParameters> params = ResolveGateParameters(
+      manifest != nullptr ? manifest->gate() : provenance.policy_parameters());
   if (!params.ok()) return params.status();
   input.params = *params;
   input.seed = provenance.statistics_seed();
@@ -125,7 +174,34 @@ absl::StatusOr<v1::Verdict> Redecide(const v1::Verdict& reported,
     if (IsStageFailure(r.code())) input.stage_failures.push_back(r);
   }
 
-  if (input.stage_failures.empty()) {
+  if (input.stage_failures.empty() && manifest != nullptr) {
+    const std::vector<std::string> scope(evaluation.candidate().metric_scope().begin(),
+                                         evaluation.candidate().metric_scope().end());
+    std::map<std::string, const v1::MetricComparison*> by_name;
+    for (const v1::MetricComparison& c : reported.metrics()) by_name[c.metric()] = &c;
+    std::vector<MetricSamples> specs;
+    for (MetricSamples& declared : ManifestMetrics(*manifest)) {
+      if (!InMetricScope(*manifest, scope, declared.name)) continue;
+      auto it = by_name.find(declared.name);
+      if (it == by_name.end()) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "the reported verdict leaves out %s, which the baseline's manifest gates",
+            declared.name));
+      }
+      // Whether the arms' inputs were identical is a measurement, the node's.
+      declared.inputs_identical = it->second->inputs_identical();
+      by_name.erase(it);
+      specs.push_back(std::move(declared));
+    }
+    if (!by_name.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "the reported verdict has %s, which the baseline's manifest does not gate here",
+          by_name.begin()->first));
+    }
+    absl::StatusOr<std::vector<MetricSamples>> paired = PairSamples(samples, specs);
+    if (!paired.ok()) return paired.status();
+    input.metrics = *std::move(paired);
+  } else if (input.stage_failures.empty()) {
     std::vector<MetricSamples> specs;
     for (const v1::MetricComparison& c : reported.metrics()) {
       MetricSamples m;

@@ -49,20 +49,42 @@ struct VerdictContext {
   std::vector<v1::BenchmarkInputs> benchmark_inputs;
 };
 
+// Reason codes that come from a failing stage rather than from the metrics.
+bool IsStageFailure(v1::ReasonCode code);
+// Whether `v` names a failed stage: then its metrics decide nothing.
+bool DecidedByStages(const v1::Verdict& v);
+
+// Each metric `manifest` gates, described as the gate needs it (name, unit,
+// direction, primary, stage, confirmer; no samples), in the order an
+// evaluation reports them: its benchmarks' metrics, then its timed kernel
+// checks' (nanoseconds, lower is better, primary, microbenchmark stage).
+std::vector<MetricSamples> ManifestMetrics(const v1::Manifest& manifest);
+
+// Whether `scope` takes in `metric` (an empty scope takes in every metric),
+// or a metric that `metric` confirms: a gain on a confirmed metric means
+// nothing without its confirmer's samples.
+bool InMetricScope(const v1::Manifest& manifest, absl::Span<const std::string> scope,
+                   const std::string& metric);
+
 // The verdict for `result` (which must not need more pairs).
 v1::Verdict MakeVerdict(const GateInput& input, const GateResult& result,
                         const VerdictContext& context);
 
 // The verdict the gate gives for `samples` (the ones a verdict rests on),
-// with the policy and claims of `evaluation` as it was submitted, and the
-// gate parameters, statistics seed, metric descriptions (from the baseline's
-// manifest), stage failures and context as `reported` records them. What a
-// node measured decides, not what it concluded: the scheduler stores this,
-// not the node's verdict. FailedPrecondition when the samples are not enough
-// for a decision; InvalidArgument when they do not pair up.
+// with the policy, claims and metric scope of `evaluation` as it was
+// submitted, and the statistics seed, stage failures and context as
+// `reported` records them. The gate parameters and metric descriptions come
+// from `manifest`, the baseline's, when given (the scheduler's case: what
+// a node measured decides, not what it concluded or how it says to decide;
+// the scheduler stores this, not the node's verdict), else from `reported`
+// (recomputing a stored verdict). FailedPrecondition when the samples are
+// not enough for a decision; InvalidArgument when they do not pair up, or,
+// with a manifest, when `reported` leaves out a metric in scope or has one
+// the manifest does not declare.
 absl::StatusOr<v1::Verdict> Redecide(const v1::Verdict& reported,
                                      const v1::Evaluation& evaluation,
-                                     absl::Span<const v1::Sample> samples);
+                                     absl::Span<const v1::Sample> samples,
+                                     const v1::Manifest* manifest = nullptr);
 
 // The samples of `evaluation_id` in the store whose ids a verdict's
 // provenance names, in the store's order (no store call when it names none).

@@ -184,6 +184,51 @@ TEST_F(RecomputeTest, ForgedNumbersAreReported) {
   EXPECT_THAT(r->differences.front(), HasSubstr("ci_low"));
 }
 
+// With the baseline's manifest, its metrics decide: the same verdict where
+// they agree with what the node reported; an error where the node left out
+// one the manifest gates (a confirmer), or reported one it does not.
+TEST_F(RecomputeTest, WithTheManifestItsMetricsDecide) {
+  std::vector<int64_t> ids;
+  v1::Verdict verdict = Decide(Measure(9, &ids), ids);
+  ASSERT_EQ(verdict.decision(), v1::ACCEPT);
+  v1::Manifest manifest;
+  *manifest.mutable_gate() = verdict.provenance().policy_parameters();
+  v1::BenchmarkSpec* micro = manifest.add_benchmarks();
+  micro->set_kind(v1::GOOGLE_BENCHMARK);
+  v1::MetricSpec* fused = micro->add_metrics();
+  fused->set_name("kda_decode.fused_b32");
+  fused->set_unit("ns");
+  fused->set_direction(v1::LOWER_IS_BETTER);
+  fused->set_primary(true);
+  v1::BenchmarkSpec* serve = manifest.add_benchmarks();
+  serve->set_kind(v1::JSON_COMMAND);
+  v1::MetricSpec* tpot = serve->add_metrics();
+  tpot->set_name("serve.tpot");
+  tpot->set_unit("ns");
+  tpot->set_direction(v1::LOWER_IS_BETTER);
+  const v1::Evaluation evaluation = *store_->GetEvaluation(evaluation_id_);
+  const std::vector<v1::Sample> samples = *store_->ListSamples(evaluation_id_);
+
+  absl::StatusOr<v1::Verdict> same = Redecide(verdict, evaluation, samples, &manifest);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_THAT(DecisionDifferences(verdict, *same), ::testing::IsEmpty());
+
+  v1::KernelCheck* runner = manifest.add_kernel_checks();
+  runner->set_metric("kda_decode.runner_fused_b32");
+  fused->set_confirmed_by("kda_decode.runner_fused_b32");
+  absl::StatusOr<v1::Verdict> unconfirmed = Redecide(verdict, evaluation, samples, &manifest);
+  EXPECT_EQ(unconfirmed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(unconfirmed.status().message()),
+              HasSubstr("leaves out kda_decode.runner_fused_b32"));
+
+  manifest.clear_kernel_checks();
+  fused->clear_confirmed_by();
+  manifest.mutable_benchmarks()->RemoveLast();
+  absl::StatusOr<v1::Verdict> undeclared = Redecide(verdict, evaluation, samples, &manifest);
+  EXPECT_EQ(undeclared.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(undeclared.status().message()), HasSubstr("serve.tpot"));
+}
+
 TEST_F(RecomputeTest, UnknownEvaluationIsNotFound) {
   EXPECT_EQ(RecomputeVerdict(*store_, "no-such-id").status().code(),
             absl::StatusCode::kNotFound);

@@ -9,7 +9,7 @@
 namespace densegate::results::testing {
 
 v1::Verdict VerdictWithoutSamples(const std::string& evaluation_id, v1::Policy policy,
-                                  v1::Decision decision) {
+                                  v1::Decision decision, const std::string& metric) {
   GateInput input;
   input.policy = policy;
   input.params = *ResolveGateParameters(v1::GatePolicy());
@@ -19,7 +19,7 @@ v1::Verdict VerdictWithoutSamples(const std::string& evaluation_id, v1::Policy p
     failed.set_message("suite unit: 1 of 12 cases failed");
   } else {
     MetricSamples& m = input.metrics.emplace_back();
-    m.name = "kernel.time";
+    m.name = metric;
     m.unit = "ns";
     m.direction = v1::LOWER_IS_BETTER;
     m.primary = true;
@@ -29,6 +29,32 @@ v1::Verdict VerdictWithoutSamples(const std::string& evaluation_id, v1::Policy p
   if (!result.ok() || result->decision != decision) {
     std::cerr << "VerdictWithoutSamples: the gate does not decide "
               << v1::Decision_Name(decision) << " here\n";
+    std::abort();
+  }
+  VerdictContext context;
+  context.evaluation_id = evaluation_id;
+  context.software_version = "test";
+  return MakeVerdict(input, *result, context);
+}
+
+v1::Verdict VerdictFromSamples(const std::string& evaluation_id, v1::Policy policy,
+                               const v1::GatePolicy& gate,
+                               const std::vector<MetricSamples>& metrics,
+                               absl::Span<const v1::Sample> samples) {
+  GateInput input;
+  input.policy = policy;
+  absl::StatusOr<GateParameters> params = ResolveGateParameters(gate);
+  absl::StatusOr<std::vector<MetricSamples>> paired = PairSamples(samples, metrics);
+  if (!params.ok() || !paired.ok()) {
+    std::cerr << "VerdictFromSamples: " << (params.ok() ? paired.status() : params.status())
+              << "\n";
+    std::abort();
+  }
+  input.params = *params;
+  input.metrics = *std::move(paired);
+  absl::StatusOr<GateResult> result = Evaluate(input);
+  if (!result.ok() || result->needs_more_pairs) {
+    std::cerr << "VerdictFromSamples: the gate decides nothing here\n";
     std::abort();
   }
   VerdictContext context;
