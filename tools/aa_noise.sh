@@ -4,7 +4,9 @@
 # .ident string in FILE (a C/C++ source linked into every benchmark), so
 # that every benchmark is measured, RUNS times on CPU; then, per metric, the
 # spread of the per-pair candidate/baseline ratios over all pairs (standard
-# deviation of their logs, in percent) and the median ratio.
+# deviation of their logs, in percent) and the median ratio. Per run, how
+# many pairs were measured again because the machine probe moved: a run with
+# many met a slow or unsteady host phase.
 #
 #   tools/aa_noise.sh DENSEGATE REPO BASELINE_REF FILE [RUNS] [CPU]
 #
@@ -37,6 +39,8 @@ import json, math, statistics, sys
 work, runs = sys.argv[1], int(sys.argv[2])
 ratios = {}
 for run in range(1, runs + 1):
+    again = sum("measured again" in line for line in open(f"{work}/eval-{run}.log", errors="replace"))
+    print(f"run {run}: {again} pairs measured again")
     pairs = {}
     for s in json.load(open(f"{work}/out-{run}/samples.json")):
         pairs.setdefault((s["metric"], s["pair"]), {})[s["arm"]] = s["value"]

@@ -64,7 +64,9 @@ struct Confinement {
   // Size of the private /tmp (TMPDIR), a tmpfs new for each process.
   int64_t tmp_bytes = int64_t{1} << 30;
   // Processes and threads the user may have at once (RLIMIT_NPROC, counted
-  // per host user, so per sandbox user): a fork bomb stops there.
+  // per host user, so per sandbox user): a fork bomb stops there. A command
+  // of a shared sandbox whose user holds 90% of it is killed, and
+  // ProcessResult::stopped says "a fork bomb".
   int64_t max_processes = 8192;
 };
 

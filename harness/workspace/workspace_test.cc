@@ -183,7 +183,9 @@ TEST_F(WorkspaceTest, TheCandidatesOutputBaseStartsAsACopyOfTheBaselines) {
   struct stat st;
   ASSERT_EQ(lstat((cand + "/execroot/ws/bazel-out/bin").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0555u);
-  if (root) EXPECT_EQ(st.st_uid, 59014u);
+  if (root) {
+    EXPECT_EQ(st.st_uid, 59014u);
+  }
   char target[256] = {};
   ASSERT_GT(readlink((cand + "/install").c_str(), target, sizeof(target) - 1), 0);
   EXPECT_EQ(std::string(target), "/usr/share/bazel");
