@@ -150,13 +150,8 @@ class EvalTest : public ::testing::Test {
     Sh(absl::StrCat("cp ", Fixture("runner.cc"), " ", repo_, "/"));
     Sh("sed -i '$a g++ -O2 -std=c++17 -o runner runner.cc' " + repo_ + "/build.sh");
     nlohmann::json manifest = nlohmann::json::parse(std::ifstream(repo_ + "/densegate.json"));
-    manifest["kernel_checks"] = {{{"name", "checksum-1m"},
-                                  {"op", "checksum"},
-                                  {"runner", "runner"},
-                                  {"shape", {{"n", 1 << 20}}},
-                                  {"max_rel_rms", 1e-6},
-                                  {"calls", 8},
-                                  {"metric", "checksum.runner"}}};
+    manifest["kernel_checks"] =
+        nlohmann::json::array({nlohmann::json::parse(std::ifstream(Fixture("timed_check.json")))});
     manifest["protected_paths"].push_back("runner.cc");
     return manifest;
   }

@@ -234,6 +234,23 @@ class SchedulerTest : public ::testing::Test {
     return resp.node_id();
   }
 
+  // Sends `reports` (each a stage, progress or sample) for `node`'s lease
+  // `lease_id` on one report stream; whether all of them went through.
+  static bool SendReports(v1::NodeService::Stub& nodes, const std::string& node,
+                          const std::string& lease_id, std::vector<v1::NodeReport> reports) {
+    grpc::ClientContext streaming;
+    streaming.AddMetadata("authorization", "Bearer admin-token-01");
+    v1::ReportStreamResponse accepted;
+    auto stream = nodes.ReportStream(&streaming, &accepted);
+    for (v1::NodeReport& r : reports) {
+      r.set_node_id(node);
+      r.set_lease_id(lease_id);
+      if (!stream->Write(r)) return false;
+    }
+    stream->WritesDone();
+    return stream->Finish().ok();
+  }
+
   // What one Synchronize of `node` returns (no lease on failure).
   static v1::SynchronizeResponse Synchronize(v1::NodeService::Stub& nodes,
                                              const std::string& node) {
@@ -794,19 +811,11 @@ TEST_P(SchedulerOnEachStore, AFinishCanClaimTheNodesNextJobWhoseProgressReachesW
     auto reader = stub_->WatchEvaluation(&watching, watch);
     // Sends the messages as progress reports on one report stream.
     auto report = [&](const std::vector<std::string>& messages) {
-      grpc::ClientContext streaming;
-      streaming.AddMetadata("authorization", "Bearer admin-token-01");
-      v1::ReportStreamResponse accepted;
-      auto stream = nodes->ReportStream(&streaming, &accepted);
-      for (const std::string& message : messages) {
-        v1::NodeReport r;
-        r.set_node_id(holder);
-        r.set_lease_id(next.id());
-        r.mutable_progress()->set_message(message);
-        if (!stream->Write(r)) return false;
+      std::vector<v1::NodeReport> reports(messages.size());
+      for (size_t i = 0; i < messages.size(); ++i) {
+        reports[i].mutable_progress()->set_message(messages[i]);
       }
-      stream->WritesDone();
-      return stream->Finish().ok();
+      return SendReports(*nodes, holder, next.id(), std::move(reports));
     };
     auto relayed = [&]() -> std::string {
       v1::EvaluationEvent ev;
@@ -1079,13 +1088,8 @@ TEST_P(SchedulerOnEachStore, RolesAndBadRequestsGetPreciseStatuses) {
 // REJECT, BENCHMARK_ONLY_GAIN, and the node is quarantined.
 TEST_F(SchedulerTest, ANodeThatDropsAConfirmerIsDecidedByTheManifest) {
   nlohmann::json manifest = nlohmann::json::parse(std::ifstream(repo_ + "/densegate.json"));
-  manifest["kernel_checks"] = {{{"name", "checksum-1m"},
-                                {"op", "checksum"},
-                                {"runner", "runner"},
-                                {"shape", {{"n", 1 << 20}}},
-                                {"max_rel_rms", 1e-6},
-                                {"calls", 8},
-                                {"metric", "checksum.runner"}}};
+  manifest["kernel_checks"] = nlohmann::json::array(
+      {nlohmann::json::parse(std::ifstream(repo_ + "/timed_check.json"))});
   manifest["benchmarks"][0]["metrics"][0]["confirmed_by"] = "checksum.runner";
   std::ofstream(repo_ + "/densegate.json") << manifest.dump(2);
   Commit("the benchmark metric is confirmed by the runner metric");
@@ -1140,21 +1144,9 @@ TEST_F(SchedulerTest, ANodeThatDropsAConfirmerIsDecidedByTheManifest) {
       }
     }
   }
-  {
-    grpc::ClientContext streaming;
-    streaming.AddMetadata("authorization", "Bearer admin-token-01");
-    v1::ReportStreamResponse accepted;
-    auto stream = nodes->ReportStream(&streaming, &accepted);
-    for (const v1::Sample& s : samples) {
-      v1::NodeReport r;
-      r.set_node_id(node);
-      r.set_lease_id(lease.id());
-      *r.mutable_sample() = s;
-      ASSERT_TRUE(stream->Write(r));
-    }
-    stream->WritesDone();
-    ASSERT_TRUE(stream->Finish().ok());
-  }
+  std::vector<v1::NodeReport> reports(samples.size());
+  for (size_t i = 0; i < samples.size(); ++i) *reports[i].mutable_sample() = samples[i];
+  ASSERT_TRUE(SendReports(*nodes, node, lease.id(), std::move(reports)));
   // The lax node's gate: both metrics, the link left out.
   std::vector<results::MetricSamples> described(2);
   for (int i = 0; i < 2; ++i) {

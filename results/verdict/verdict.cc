@@ -156,6 +156,60 @@ v1::Verdict MakeVerdict(const GateInput& input, const GateResult& result,
   return v;
 }
 
+namespace {
+
+// The metrics a verdict's gate ran on, as `reported` describes them.
+std::vector<MetricSamples> ReportedMetrics(const v1::Verdict& reported) {
+  std::vector<MetricSamples> specs;
+  for (const v1::MetricComparison& c : reported.metrics()) {
+    MetricSamples m;
+    m.name = c.metric();
+    m.unit = c.unit();
+    m.direction = c.direction();
+    m.primary = c.primary();
+    m.stage = c.stage();
+    m.roofline_speedup = c.roofline_speedup();
+    m.inputs_identical = c.inputs_identical();
+    m.confirmed_by = c.confirmed_by();
+    specs.push_back(std::move(m));
+  }
+  return specs;
+}
+
+// The metrics `manifest` gates in the evaluation's scope, as it describes
+// them; only whether each one's inputs were identical is `reported`'s (a
+// measurement). InvalidArgument when `reported` leaves one out or has one
+// more.
+absl::StatusOr<std::vector<MetricSamples>> DeclaredMetrics(const v1::Manifest& manifest,
+                                                           const v1::Evaluation& evaluation,
+                                                           const v1::Verdict& reported) {
+  const std::vector<std::string> scope(evaluation.candidate().metric_scope().begin(),
+                                       evaluation.candidate().metric_scope().end());
+  std::map<std::string, const v1::MetricComparison*> by_name;
+  for (const v1::MetricComparison& c : reported.metrics()) by_name[c.metric()] = &c;
+  std::vector<MetricSamples> specs;
+  for (MetricSamples& declared : ManifestMetrics(manifest)) {
+    if (!InMetricScope(manifest, scope, declared.name)) continue;
+    auto it = by_name.find(declared.name);
+    if (it == by_name.end()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "the reported verdict leaves out %s, which the baseline's manifest gates",
+          declared.name));
+    }
+    declared.inputs_identical = it->second->inputs_identical();
+    by_name.erase(it);
+    specs.push_back(std::move(declared));
+  }
+  if (!by_name.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the reported verdict has %s, which the baseline's manifest does not gate here",
+        by_name.begin()->first));
+  }
+  return specs;
+}
+
+}  // namespace
+
 absl::StatusOr<v1::Verdict> Redecide(const v1::Verdict& reported,
                                      const v1::Evaluation& evaluation,
                                      absl::Span<const v1::Sample> samples,
@@ -174,48 +228,12 @@ absl::StatusOr<v1::Verdict> Redecide(const v1::Verdict& reported,
     if (IsStageFailure(r.code())) input.stage_failures.push_back(r);
   }
 
-  if (input.stage_failures.empty() && manifest != nullptr) {
-    const std::vector<std::string> scope(evaluation.candidate().metric_scope().begin(),
-                                         evaluation.candidate().metric_scope().end());
-    std::map<std::string, const v1::MetricComparison*> by_name;
-    for (const v1::MetricComparison& c : reported.metrics()) by_name[c.metric()] = &c;
-    std::vector<MetricSamples> specs;
-    for (MetricSamples& declared : ManifestMetrics(*manifest)) {
-      if (!InMetricScope(*manifest, scope, declared.name)) continue;
-      auto it = by_name.find(declared.name);
-      if (it == by_name.end()) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "the reported verdict leaves out %s, which the baseline's manifest gates",
-            declared.name));
-      }
-      // Whether the arms' inputs were identical is a measurement, the node's.
-      declared.inputs_identical = it->second->inputs_identical();
-      by_name.erase(it);
-      specs.push_back(std::move(declared));
-    }
-    if (!by_name.empty()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "the reported verdict has %s, which the baseline's manifest does not gate here",
-          by_name.begin()->first));
-    }
-    absl::StatusOr<std::vector<MetricSamples>> paired = PairSamples(samples, specs);
-    if (!paired.ok()) return paired.status();
-    input.metrics = *std::move(paired);
-  } else if (input.stage_failures.empty()) {
-    std::vector<MetricSamples> specs;
-    for (const v1::MetricComparison& c : reported.metrics()) {
-      MetricSamples m;
-      m.name = c.metric();
-      m.unit = c.unit();
-      m.direction = c.direction();
-      m.primary = c.primary();
-      m.stage = c.stage();
-      m.roofline_speedup = c.roofline_speedup();
-      m.inputs_identical = c.inputs_identical();
-      m.confirmed_by = c.confirmed_by();
-      specs.push_back(std::move(m));
-    }
-    absl::StatusOr<std::vector<MetricSamples>> paired = PairSamples(samples, specs);
+  if (input.stage_failures.empty()) {
+    absl::StatusOr<std::vector<MetricSamples>> specs =
+        manifest != nullptr ? DeclaredMetrics(*manifest, evaluation, reported)
+                            : ReportedMetrics(reported);
+    if (!specs.ok()) return specs.status();
+    absl::StatusOr<std::vector<MetricSamples>> paired = PairSamples(samples, *specs);
     if (!paired.ok()) return paired.status();
     input.metrics = *std::move(paired);
   }
