@@ -76,6 +76,10 @@ void AddDemoCommand(CLI::App& app, int* exit_code) {
                 "a candidate that should be accepted but ends inconclusive (gain or no-slowdown "
                 "not proven within the pair budget, e.g. on a noisy shared machine) is not a "
                 "miss; wrong accepts and rejects still are (what CI runs)");
+  cmd->add_flag("--unsafe_no_sandbox", args->options.unsafe_no_sandbox,
+                "development only: the nodes run candidates without the bubblewrap sandbox, "
+                "with their own rights (machines without it; measuring its cost); every "
+                "verdict says so");
   cmd->add_flag("--prepare_only", args->options.prepare_only,
                 "only create the scratch repository (checks that every patch applies)");
   cmd->callback([args, exit_code] { *exit_code = Demo(*args); });

@@ -257,6 +257,10 @@ absl::Status Demo::StartServices() {
   if (cpus_a == cpus_b) {
     out_ << "note: one CPU only, so both nodes share it; benchmarks will disturb each other\n";
   }
+  if (o_.unsafe_no_sandbox) {
+    out_ << "WARNING: --unsafe_no_sandbox: the nodes run candidates with their own rights, "
+            "without the sandbox (development only; every verdict says so)\n";
+  }
   // Both nodes' baseline arms run as one user and share one trusted build
   // cache: the second node builds what the first already built from it.
   // Their candidate arms run as users of their own.
@@ -278,6 +282,7 @@ absl::Status Demo::StartServices() {
                    tokens_.nodes.at(name),
                    "--name", name, "--workspace", ws, "--host_lock", o_.cache_dir + "/host.lock",
                    "--sandbox_uid", "59000", "--candidate_uid", candidate_uid}};
+    if (o_.unsafe_no_sandbox) spec.argv.push_back("--unsafe_no_sandbox");
     if (!cpus.empty()) {
       spec.argv.push_back("--cpus");
       spec.argv.push_back(absl::StrJoin(cpus, ","));

@@ -40,6 +40,11 @@ struct DemoOptions {
   bool allow_inconclusive = false;
   // Only create the scratch repository (checks that every patch applies).
   bool prepare_only = false;
+  // Nodes run every arm's commands as their own user, without the sandbox
+  // (`densegate node --unsafe_no_sandbox`): for machines that cannot run
+  // bubblewrap, and to measure what the sandbox itself costs. Development
+  // only; every verdict says so.
+  bool unsafe_no_sandbox = false;
   // Gives up (exit 4) when the candidates are not all decided by then.
   absl::Duration timeout = absl::Minutes(60);
 };

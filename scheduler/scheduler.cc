@@ -41,6 +41,15 @@ std::string Hex(const std::string& text) {
   return absl::StrFormat("%016x", std::hash<std::string>{}(text));
 }
 
+// Why a DISTRUSTED node is refused, for its operator.
+absl::Status Distrusted(const v1::Node& node) {
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "node %s is distrusted: a verdict it sent contradicted its own samples (the audit "
+      "log's verdict.contradicted entries say how), and it gets no more work. Once the "
+      "machine is fixed, revoke this node's token and register it under a new name",
+      node.name()));
+}
+
 }  // namespace
 
 Status ToGrpc(const absl::Status& s) {
@@ -264,6 +273,7 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
     }
     absl::StatusOr<v1::Node> node = s_->store_->RegisterNode(req->name(), req->dimensions());
     if (!node.ok()) return ToGrpc(node.status());
+    if (node->state() == v1::DISTRUSTED) return ToGrpc(Distrusted(*node));
     {
       absl::MutexLock l(&s_->mu_);
       s_->node_names_[node->id()] = node->name();
@@ -649,6 +659,8 @@ absl::StatusOr<std::string> Scheduler::Remeasure(const v1::Evaluation& original,
 absl::StatusOr<std::optional<v1::Lease>> Scheduler::ClaimFor(const std::string& node_id) {
   absl::StatusOr<v1::Node> node = store_->GetNode(node_id);
   if (!node.ok()) return node.status();
+  // Told, not just left waiting: the node gives up and says why.
+  if (node->state() == v1::DISTRUSTED) return Distrusted(*node);
   // A calibrating node always has its calibration job queued (so the claim
   // below, calibration first, never hands it gate work), and a quarantined
   // one measures itself again now and then; it gets gate work back once its
@@ -833,7 +845,7 @@ std::string Scheduler::RenderMetrics() {
   if (absl::StatusOr<std::vector<v1::Node>> nodes = store_->ListNodes({}); nodes.ok()) {
     std::map<std::string, int> by_state;
     for (v1::NodeState st : {v1::CALIBRATING, v1::ACTIVE, v1::QUARANTINED, v1::DRAINING,
-                             v1::OFFLINE}) {
+                             v1::OFFLINE, v1::DISTRUSTED}) {
       by_state[absl::AsciiStrToLower(v1::NodeState_Name(st))] = 0;
     }
     for (const v1::Node& n : *nodes) ++by_state[absl::AsciiStrToLower(v1::NodeState_Name(n.state()))];
@@ -971,15 +983,13 @@ absl::StatusOr<v1::Verdict> Scheduler::DecideHere(const results::LeaseRef& lease
                                  absl::StrJoin(differences, "; "));
   (void)store_->AppendAudit(audit);
   if (contradicts) {
-    std::cerr << "scheduler: quarantining node " << lease.node_id << ": " << audit.detail << "\n";
-    (void)store_->SetNodeState(lease.node_id, v1::QUARANTINED);
-    absl::MutexLock l(&mu_);
-    contradicted_.insert(lease.node_id);
+    std::cerr << "scheduler: distrusting node " << lease.node_id << ": " << audit.detail << "\n";
+    (void)store_->SetNodeState(lease.node_id, v1::DISTRUSTED);
   }
   if (!decided.ok()) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "node %s's verdict cannot be decided from the samples it sent (%s); the node is "
-        "quarantined",
+        "distrusted",
         lease.node_id, decided.status().message()));
   }
   return decided;
@@ -1008,7 +1018,6 @@ void Scheduler::RecordProgress(const std::string& lease_id, const v1::Progress& 
 
 bool Scheduler::RecalibrationDue(const std::string& node_id) {
   absl::MutexLock l(&mu_);
-  if (contradicted_.count(node_id) > 0) return false;
   absl::Time& last = last_recalibration_[node_id];
   if (absl::Now() - last < options_.recalibration_interval) return false;
   last = absl::Now();

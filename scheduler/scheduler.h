@@ -28,7 +28,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -203,10 +202,6 @@ class Scheduler {
   std::map<std::string, GrantedLease> granted_leases_ ABSL_GUARDED_BY(mu_);
   // Node id -> name, for CheckActsAs.
   std::map<std::string, std::string> node_names_ ABSL_GUARDED_BY(mu_);
-  // Nodes quarantined because a verdict of theirs contradicted their
-  // samples: unlike noisy ones, they do not recalibrate their way back (until
-  // this process restarts).
-  std::set<std::string> contradicted_ ABSL_GUARDED_BY(mu_);
 };
 
 // absl::Status -> grpc::Status with the same code and message.

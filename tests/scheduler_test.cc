@@ -1182,7 +1182,7 @@ TEST_F(SchedulerTest, ANodeThatDropsAConfirmerIsDecidedByTheManifest) {
   v1::ListNodesResponse listed;
   ASSERT_TRUE(stub_->ListNodes(&ctx, list, &listed).ok());
   for (const v1::Node& n : listed.nodes()) {
-    if (n.id() == node) EXPECT_EQ(n.state(), v1::QUARANTINED);
+    if (n.id() == node) EXPECT_EQ(n.state(), v1::DISTRUSTED);
   }
 }
 
@@ -1190,7 +1190,7 @@ TEST_F(SchedulerTest, ANodeThatDropsAConfirmerIsDecidedByTheManifest) {
 // cannot finish a lease at all (a forged FinishLease), and a revoked token
 // stops working while the server runs. What a node reports as its verdict
 // is checked: the scheduler stores the gate's decision from what the node
-// measured, and quarantines a node whose verdict contradicts it.
+// measured, and distrusts a node whose verdict contradicts it, for good.
 TEST_P(SchedulerOnEachStore, NodeTokensActOnlyAsTheirNodeAndTheSchedulerDecides) {
   Branch("comment", "echo '// a comment' >> checksum.h");
   StartServer();
@@ -1258,7 +1258,7 @@ TEST_P(SchedulerOnEachStore, NodeTokensActOnlyAsTheirNodeAndTheSchedulerDecides)
   EXPECT_EQ(Get(queued.evaluation().id()).state(), v1::RUNNING);
 
   // The node itself sends it: stored is the gate's decision (REJECT, for
-  // the failed stage its own verdict names), and the node is quarantined.
+  // the failed stage its own verdict names), and the node is distrusted.
   ASSERT_TRUE(AsNode([&](grpc::ClientContext* c) {
                 return nodes->FinishLease(c, forged, &ignored);
               }, honest).ok());
@@ -1275,15 +1275,30 @@ TEST_P(SchedulerOnEachStore, NodeTokensActOnlyAsTheirNodeAndTheSchedulerDecides)
     for (const v1::Node& n : listed.nodes()) {
       if (n.id() != node) continue;
       found = true;
-      EXPECT_EQ(n.state(), v1::QUARANTINED);
+      EXPECT_EQ(n.state(), v1::DISTRUSTED);
     }
     EXPECT_TRUE(found);
   }
-  // Quarantined for this, it gets no work back by recalibrating.
+  // It is told so, and gets no work back: not by recalibrating, not after
+  // the scheduler restarts, not by registering again as other hardware.
   sync.set_wait_s(0);
+  auto refused = [&](const grpc::Status& s) {
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr("is distrusted"));
+  };
   work.Clear();
-  ASSERT_TRUE(AsNode([&](grpc::ClientContext* c) { return nodes->Synchronize(c, sync, &work); },
-                     honest).ok());
+  refused(AsNode([&](grpc::ClientContext* c) { return nodes->Synchronize(c, sync, &work); },
+                 honest));
+  EXPECT_FALSE(work.has_lease());
+  server_->Kill();
+  StartServer(30, address_);
+  nodes = NodeStub();
+  reg.mutable_dimensions()->set_fingerprint("other hardware");
+  refused(AsNode([&](grpc::ClientContext* c) { return nodes->RegisterNode(c, reg, &registered); },
+                 honest));
+  work.Clear();
+  refused(AsNode([&](grpc::ClientContext* c) { return nodes->Synchronize(c, sync, &work); },
+                 honest));
   EXPECT_FALSE(work.has_lease());
 
   // Revoked with `densegate token revoke`, the token stops working without

@@ -347,6 +347,10 @@ class Store {
   // Upsert by name: a new node is CALIBRATING; a known one keeps its id and
   // state, unless its fingerprint changed (then CALIBRATING again, noise
   // reset). Records a heartbeat. Needs a name and a fingerprint.
+  //
+  // DISTRUSTED is final, here and in every call that sets a node's state: a
+  // new fingerprint, a calibration or SetNodeState (FailedPrecondition)
+  // leave such a node as it is.
   virtual absl::StatusOr<v1::Node> RegisterNode(
       absl::string_view name, const v1::NodeDimensions& dimensions) = 0;
   virtual absl::StatusOr<v1::Node> GetNode(absl::string_view node_id) = 0;

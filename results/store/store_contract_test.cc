@@ -1343,6 +1343,37 @@ TEST_P(StoreContractTest, NodesUpsertByName) {
   EXPECT_EQ(Count("nodes"), 2);
 }
 
+// A node whose verdict contradicted its samples stays out for good: not
+// registering as other hardware, not a calibration in flight, not a state
+// set afterwards brings it back.
+TEST_P(StoreContractTest, ADistrustedNodeStaysDistrusted) {
+  ASSERT_OK_AND_ASSIGN(v1::Node n, store_->RegisterNode("cpu-1", Dims()));
+  ASSERT_OK_AND_ASSIGN(int64_t job, store_->EnqueueCalibration(n.id(), 0));
+  EXPECT_GT(job, 0);
+  std::vector<v1::Lease> calibrating = Claim(n.id(), 1, Dims());
+  ASSERT_THAT(calibrating, SizeIs(1));
+  ASSERT_OK(store_->SetNodeState(n.id(), v1::DISTRUSTED));
+
+  ASSERT_OK(store_->FinishCalibration(Ref(calibrating[0], n.id()), 0.001, v1::ACTIVE));
+  ASSERT_OK_AND_ASSIGN(v1::Node calibrated, store_->GetNode(n.id()));
+  EXPECT_EQ(calibrated.state(), v1::DISTRUSTED);
+  ASSERT_OK_AND_ASSIGN(v1::Node refit,
+                       store_->RegisterNode("cpu-1", Dims("cpu", 0, "fp-other")));
+  EXPECT_EQ(refit.id(), n.id());
+  EXPECT_EQ(refit.state(), v1::DISTRUSTED);
+  absl::Status set = store_->SetNodeState(n.id(), v1::ACTIVE);
+  EXPECT_EQ(set.code(), absl::StatusCode::kFailedPrecondition) << set;
+  EXPECT_THAT(set.message(), HasSubstr("distrusted"));
+  EXPECT_OK(store_->SetNodeState(n.id(), v1::DISTRUSTED));
+  ASSERT_OK_AND_ASSIGN(v1::Node still, store_->GetNode(n.id()));
+  EXPECT_EQ(still.state(), v1::DISTRUSTED);
+
+  // Other nodes are not affected.
+  ASSERT_OK_AND_ASSIGN(v1::Node other, store_->RegisterNode("cpu-2", Dims()));
+  ASSERT_OK(store_->SetNodeState(other.id(), v1::ACTIVE));
+  ASSERT_OK(store_->SetNodeState(other.id(), v1::QUARANTINED));
+}
+
 TEST_P(StoreContractTest, HeartbeatRecordsTheNodeHeartbeat) {
   ASSERT_OK_AND_ASSIGN(v1::Node n, store_->RegisterNode("gpu-1", Dims()));
   SubmitOk(MakeCandidate("c"));

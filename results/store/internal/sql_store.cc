@@ -798,9 +798,11 @@ class SqlStore : public Store {
           DG_ASSIGN_OR_RETURN(
               SqlResult u,
               tx.Exec(
-                  "UPDATE nodes SET calibration_noise = $2, state = $3, "
-                  "updated_at_us = $4 WHERE id = $1",
-                  {lease.node_id, noise, static_cast<int>(new_state), now}));
+                  "UPDATE nodes SET calibration_noise = $2, state = CASE WHEN "
+                  "state = $5 THEN state ELSE $3 END, updated_at_us = $4 WHERE "
+                  "id = $1",
+                  {lease.node_id, noise, static_cast<int>(new_state), now,
+                   static_cast<int>(v1::DISTRUSTED)}));
           if (u.affected == 0) {
             return absl::FailedPreconditionError(
                 absl::StrCat("node ", lease.node_id,
@@ -1211,8 +1213,8 @@ class SqlStore : public Store {
                 tx.Exec(
                       "UPDATE nodes SET accelerator_kind = $2, "
                       "accelerator_count = $3, accelerator_memory_bytes = $4, "
-                      "state = CASE WHEN fingerprint <> $5 THEN $8 ELSE state "
-                      "END, "
+                      "state = CASE WHEN state = $9 THEN state WHEN fingerprint "
+                      "<> $5 THEN $8 ELSE state END, "
                       "calibration_noise = CASE WHEN fingerprint <> $5 THEN 0 "
                       "ELSE calibration_noise END, fingerprint = $5, "
                       "dimensions "
@@ -1222,7 +1224,8 @@ class SqlStore : public Store {
                       {id, dims.accelerator_kind(), dims.accelerator_count(),
                        dims.accelerator_memory_bytes(), dims.fingerprint(),
                        Bytes{dims.SerializeAsString()}, now,
-                       static_cast<int>(v1::CALIBRATING)})
+                       static_cast<int>(v1::CALIBRATING),
+                       static_cast<int>(v1::DISTRUSTED)})
                     .status());
           }
           DG_ASSIGN_OR_RETURN(out, LoadNode(tx, id));
@@ -1284,13 +1287,20 @@ class SqlStore : public Store {
       DG_ASSIGN_OR_RETURN(
           SqlResult r,
           tx.Exec(
-              "UPDATE nodes SET state = $2, updated_at_us = $3 WHERE id = $1",
-              {node_id, static_cast<int>(state), now}));
-      if (r.affected == 0) {
+              "UPDATE nodes SET state = $2, updated_at_us = $3 WHERE id = $1 "
+              "AND (state <> $4 OR $2 = $4)",
+              {node_id, static_cast<int>(state), now,
+               static_cast<int>(v1::DISTRUSTED)}));
+      if (r.affected > 0) return absl::OkStatus();
+      DG_ASSIGN_OR_RETURN(
+          SqlResult known,
+          tx.Exec("SELECT state FROM nodes WHERE id = $1", {node_id}));
+      if (known.rows.empty()) {
         return absl::NotFoundError(
             absl::StrCat("node ", node_id, " not found"));
       }
-      return absl::OkStatus();
+      return absl::FailedPreconditionError(absl::StrCat(
+          "node ", node_id, " is distrusted, which is final"));
     });
   }
 
