@@ -1222,4 +1222,43 @@ g++ -O2 -std=c++17 -o check check.cc
   EXPECT_THAT(log, Not(HasSubstr("HOME-HAS-"))) << log;
 }
 
+// Whatever either arm starts and leaves running (as Bazel leaves its
+// server, detached in a session of its own) ends with `densegate eval`:
+// each arm's sandbox is a PID namespace that dies with it.
+TEST_F(EvalTest, NothingEitherArmStartsOutlivesDensegateEval) {
+  REQUIRE_SANDBOX();
+  Sh("sed -i '/^set -e/a setsid sleep 3141 </dev/null >/dev/null 2>&1 & echo left: sleep 3141' " +
+     repo_ + "/build.sh");
+  Commit("a build that leaves a process running");
+  Sh("echo 'exit 1' >> " + repo_ + "/build.sh");
+  Commit("and then fails");
+  const std::string ws = Tmp() + "/ws-" + name_, out = Tmp() + "/out-" + name_;
+  const std::string cli = absl::StrCat(std::getenv("TEST_SRCDIR"), "/densegate/cli/densegate");
+  // Users of their own, so that the fixture's evaluator (the same default
+  // users) cannot be what is counted.
+  const int rc = std::system(absl::StrCat(cli, " eval --repo ", repo_,
+                                          " --baseline HEAD~1 --candidate HEAD --workspace ", ws,
+                                          " --out ", out,
+                                          " --sandbox_uid 59300 --candidate_uid 59301 > ", out,
+                                          ".log 2>&1")
+                                 .c_str());
+  EXPECT_EQ(WEXITSTATUS(rc), 1) << Slurp(out + ".log");
+  // Both arms did start it.
+  EXPECT_THAT(Slurp(out + "/logs/build-baseline.out"), HasSubstr("left: sleep 3141"));
+  EXPECT_THAT(Slurp(out + "/logs/build-candidate.out"), HasSubstr("left: sleep 3141"));
+  // A PID namespace's processes are killed as its init dies, which the
+  // kernel finishes a moment after the exit.
+  const std::string left = Tmp() + "/left-" + name_;
+  std::string count;
+  for (int i = 0; i < 100; ++i) {
+    // [1]: not this shell, whose own command line names the pattern.
+    Sh("pgrep -c -f 'sleep 314[1]' > " + left + " || true; pgrep -c -U 59300,59301 >> " + left +
+       " || true");
+    count = Slurp(left);
+    if (count == "0\n0\n") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(count, "0\n0\n") << "processes of the arms still running after densegate eval";
+}
+
 }  // namespace densegate::harness
