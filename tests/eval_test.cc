@@ -34,9 +34,13 @@ using ::testing::Not;
 
 std::string Tmp() { return std::getenv("TEST_TMPDIR"); }
 
+// A file of this test's runfiles, by its path in the repository.
+std::string Runfile(const std::string& path) {
+  return absl::StrCat(std::getenv("TEST_SRCDIR"), "/densegate/", path);
+}
+
 std::string Fixture(const std::string& file) {
-  return absl::StrCat(std::getenv("TEST_SRCDIR"), "/densegate/tests/fixtures/tiny_workload/",
-                      file);
+  return Runfile("tests/fixtures/tiny_workload/" + file);
 }
 
 void Sh(const std::string& cmd) { ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd; }
@@ -369,8 +373,8 @@ TEST_F(EvalTest, BenchmarkWithIdenticalInputsIsNotMeasured) {
 // it, one whose baseline runner changed computes its own. The fixture's
 // runner is this repository's kernel runner, committed as a file.
 TEST_F(EvalTest, APrecisionSweepsBaselineHalfIsComputedOncePerBaselineRunner) {
-  Sh(absl::StrCat("cp ", std::getenv("TEST_SRCDIR"), "/densegate/kernels/runner/kernel_runner ",
-                  repo_, "/runner && chmod u+w ", repo_, "/runner"));
+  Sh(absl::StrCat("cp ", Runfile("kernels/runner/kernel_runner"), " ", repo_,
+                  "/runner && chmod u+w ", repo_, "/runner"));
   nlohmann::json manifest = nlohmann::json::parse(std::ifstream(repo_ + "/densegate.json"));
   manifest["benchmarks"][0]["skip_when_identical"] = true;
   manifest["precision"] = {{{"name", "decode"},
@@ -965,7 +969,7 @@ TEST_F(EvalTest, ACandidateThatFillsTheDiskFailsItsOwnEvaluation) {
   const std::string ws = Tmp() + "/ws-" + name_, out = Tmp() + "/out-" + name_,
                     log = Tmp() + "/log-" + name_;
   Sh("mkdir -p " + ws);
-  const std::string cli = absl::StrCat(std::getenv("TEST_SRCDIR"), "/densegate/cli/densegate");
+  const std::string cli = Runfile("cli/densegate");
   const std::string script = absl::StrCat(
       "mount -t tmpfs -o size=8m tmpfs ", ws, " || exit 99; ", cli, " eval --repo ", repo_,
       " --baseline HEAD~1 --candidate HEAD --workspace ", ws, " --min-free-mb 1 --out ", out,
@@ -1233,7 +1237,7 @@ TEST_F(EvalTest, NothingEitherArmStartsOutlivesDensegateEval) {
   Sh("echo 'exit 1' >> " + repo_ + "/build.sh");
   Commit("and then fails");
   const std::string ws = Tmp() + "/ws-" + name_, out = Tmp() + "/out-" + name_;
-  const std::string cli = absl::StrCat(std::getenv("TEST_SRCDIR"), "/densegate/cli/densegate");
+  const std::string cli = Runfile("cli/densegate");
   // Users of their own, so that the fixture's evaluator (the same default
   // users) cannot be what is counted.
   const int rc = std::system(absl::StrCat(cli, " eval --repo ", repo_,

@@ -1294,7 +1294,7 @@ class SqlStore : public Store {
       if (r.affected > 0) return absl::OkStatus();
       DG_ASSIGN_OR_RETURN(
           SqlResult known,
-          tx.Exec("SELECT state FROM nodes WHERE id = $1", {node_id}));
+          tx.Exec("SELECT 1 FROM nodes WHERE id = $1", {node_id}));
       if (known.rows.empty()) {
         return absl::NotFoundError(
             absl::StrCat("node ", node_id, " not found"));
