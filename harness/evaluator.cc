@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -264,8 +265,10 @@ class Evaluation {
   // Benchmarks and timed kernel checks not measured: their inputs (a
   // check: its runner) were identical in both arms.
   std::set<std::string> unchanged_;
-  // Input digests of the benchmarks with skip_when_identical, per arm.
+  // Input digests of the benchmarks that skip when unchanged, per arm.
   std::vector<v1::BenchmarkInputs> benchmark_inputs_;
+  // What the machine probe saw during the benchmark pairs.
+  v1::HostSteadiness host_;
   // Benchmark -> its leading pairs taken from request_.prior, not measured.
   std::map<std::string, int> carried_pairs_;
   // Benchmark -> counter -> values per arm (baseline, candidate).
@@ -711,10 +714,53 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   const auto shown = measured_metric(true) != metrics_.end() ? measured_metric(true)
                                                               : measured_metric(false);
   // Pairs measured again because the machine probe moved during them, and
-  // pairs kept although it did (once the re-measure budget was spent).
+  // pairs kept although it did (once a re-measure bound was spent).
   int remeasured = 0, kept_unsteady = 0;
+  // Seconds of dropped runs and of waits for the host to settle, and the
+  // unsteady measurements since the last steady one.
+  double unsteady_seconds = 0;
+  int unsteady_in_a_row = 0;
   MachineProbe* probe = options_.machine_probe;
   if (probe != nullptr) probe->Seconds();  // Warms its array; not used.
+  auto read_probe = [&] {
+    const double seconds = probe->Seconds();
+    const double ms = 1e3 * seconds;
+    if (host_.probe_reads() == 0 || ms < host_.probe_fastest_ms()) host_.set_probe_fastest_ms(ms);
+    host_.set_probe_slowest_ms(std::max(host_.probe_slowest_ms(), ms));
+    host_.set_probe_reads(host_.probe_reads() + 1);
+    return seconds;
+  };
+  auto say_unsteady = [&](const std::string& message) {
+    if (!listener_) return;
+    v1::Progress p;
+    p.set_stage(v1::MICROBENCHMARK);
+    p.set_repetition(pairs);
+    p.set_repetitions_planned(target);
+    p.set_message(message);
+    listener_->OnProgress(p);
+  };
+  // Waits up to `seconds` for the host to settle: reads the probe once a
+  // second and returns early once three reads in a row agree within
+  // max_probe_spread. Returns the seconds waited.
+  auto wait_for_steady_host = [&](double seconds, double fastest, double slowest) {
+    say_unsteady(absl::StrFormat(
+        "host unsteady: waiting up to %.0f s, probe %.1f-%.1f ms vs %.1f ms calm", seconds,
+        1e3 * fastest, 1e3 * slowest, host_.probe_fastest_ms()));
+    std::deque<double> last;
+    double waited = 0;
+    while (waited < seconds && !(listener_ != nullptr && listener_->Cancelled())) {
+      probe->Pause(absl::Seconds(1));
+      waited += 1;
+      last.push_back(read_probe());
+      if (last.size() > 3) last.pop_front();
+      if (last.size() == 3 &&
+          *std::max_element(last.begin(), last.end()) <=
+              *std::min_element(last.begin(), last.end()) * options_.max_probe_spread) {
+        break;
+      }
+    }
+    return waited;
+  };
   // What a benchmark's two runs of a pair add, so that they can be taken
   // back (see EvaluatorOptions::machine_probe).
   struct Added {
@@ -727,29 +773,31 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   auto before_runs = [&] {
     return Added{metrics_, samples_.size(), counter_samples_, agreement_, next_sample_id};
   };
-  // True when the runs of pair `pairs` since `before` are to be measured
-  // again: the probe moved more than max_probe_spread within them and the
-  // re-measure budget is not spent. Then they are taken back.
+  // True when the runs of pair `pairs` since `before` (`tries` of them so
+  // far, taking `run_seconds`) are to be measured again: the probe moved
+  // more than max_probe_spread within them and no re-measure bound is
+  // spent. Then they are taken back, and the host given time to settle.
   auto measure_again = [&](const Added& before, const std::vector<double>& probe_seconds,
-                           const std::string& benchmark) {
+                           const std::string& benchmark, int tries, double run_seconds) {
     if (probe_seconds.empty()) return false;
     const auto [fastest, slowest] = std::minmax_element(probe_seconds.begin(), probe_seconds.end());
-    if (*slowest <= *fastest * options_.max_probe_spread) return false;
-    if (remeasured >= gate_input_.params.max_pairs) {
+    if (*slowest <= *fastest * options_.max_probe_spread) {
+      unsteady_in_a_row = 0;
+      return false;
+    }
+    ++unsteady_in_a_row;
+    if (remeasured >= gate_input_.params.max_pairs || tries > options_.max_remeasures_in_a_row ||
+        unsteady_seconds + run_seconds > options_.max_unsteady_seconds) {
       ++kept_unsteady;
+      host_.set_pairs_kept_unsteady(kept_unsteady);
       return false;
     }
     ++remeasured;
-    if (listener_) {
-      v1::Progress p;
-      p.set_stage(v1::MICROBENCHMARK);
-      p.set_repetition(pairs);
-      p.set_repetitions_planned(target);
-      p.set_message(absl::StrFormat(
-          "%s, pair %d measured again: the machine probe took %.2f-%.2f ms within it", benchmark,
-          pairs + 1, 1e3 * *fastest, 1e3 * *slowest));
-      listener_->OnProgress(p);
-    }
+    host_.set_pairs_measured_again(remeasured);
+    unsteady_seconds += run_seconds;
+    say_unsteady(absl::StrFormat(
+        "%s, pair %d measured again: the machine probe took %.2f-%.2f ms within it", benchmark,
+        pairs + 1, 1e3 * *fastest, 1e3 * *slowest));
     metrics_ = before.metrics;
     samples_.resize(before.samples);
     counter_samples_ = before.counters;
@@ -757,6 +805,17 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
     agreement_ = before.agreement;
     for (auto& arm : generated_) arm.erase({benchmark, pairs});
     next_sample_id = before.next_id;
+    // Backoff: 5 s after the first unsteady measurement, doubling with each
+    // one in a row (across pairs), capped at a minute and at what is left
+    // of the evaluation's unsteady budget.
+    const double wait = std::min(
+        {options_.first_unsteady_wait_seconds * std::pow(2.0, std::min(unsteady_in_a_row, 8) - 1),
+         60.0, options_.max_unsteady_seconds - unsteady_seconds});
+    if (wait >= 1) {
+      const double waited = wait_for_steady_host(wait, *fastest, *slowest);
+      unsteady_seconds += waited;
+      host_.set_seconds_waited(host_.seconds_waited() + waited);
+    }
     return true;
   };
   // Runs `run_arm` for both arms of one benchmark of pair `pairs` (ABBA: even
@@ -770,22 +829,25 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
       [&](const std::string& benchmark,
           absl::FunctionRef<absl::StatusOr<bool>(bool candidate, const std::string& arm)> run_arm)
       -> absl::StatusOr<bool> {
-    for (bool again = true; again;) {
+    for (int tries = 1;; ++tries) {
       const Added before = before_runs();
+      const absl::Time started = absl::Now();
       std::vector<double> probe_seconds;
       {
         HostLock::Guard measuring(options_.host_lock, HostLock::Mode::kExclusive);
         for (int turn = 0; turn < 2; ++turn) {
           const bool candidate = (pairs % 2 == 0) == (turn == 1);
-          if (probe != nullptr) probe_seconds.push_back(probe->Seconds());
+          if (probe != nullptr) probe_seconds.push_back(read_probe());
           absl::StatusOr<bool> ok = run_arm(candidate, candidate ? "candidate" : "baseline");
           if (!ok.ok() || !*ok) return ok;
         }
-        if (probe != nullptr) probe_seconds.push_back(probe->Seconds());
+        if (probe != nullptr) probe_seconds.push_back(read_probe());
       }
-      again = measure_again(before, probe_seconds, benchmark);
+      if (!measure_again(before, probe_seconds, benchmark, tries,
+                         absl::ToDoubleSeconds(absl::Now() - started))) {
+        return true;
+      }
     }
-    return true;
   };
   while (true) {
     for (; pairs < target; ++pairs) {
@@ -1003,9 +1065,9 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   for (const v1::Reason& r : gate_.reasons) regressed |= r.code() == v1::REGRESSION;
   std::string summary =
       nothing_to_measure
-          ? absl::StrFormat("not measured, every benchmark's inputs are byte-identical in both "
-                            "arms: %s",
-                            v1::Decision_Name(gate_.decision))
+          ? absl::StrFormat("not measured, the inputs of every benchmark and timed check are "
+                            "byte-identical in both arms (%s): %s",
+                            absl::StrJoin(unchanged_, ", "), v1::Decision_Name(gate_.decision))
           : absl::StrFormat("%d pairs, ABBA, fresh process each: %s", gate_.pairs_used,
                             v1::Decision_Name(gate_.decision));
   if (!nothing_to_measure && !unchanged_.empty()) {
@@ -1032,10 +1094,17 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
                           "than %.2fx within the pair",
                           remeasured, options_.max_probe_spread);
   }
+  if (host_.seconds_waited() > 0) {
+    absl::StrAppendFormat(&summary, "; %.0f s waited for the host to settle (probe %.1f-%.1f ms)",
+                          host_.seconds_waited(), host_.probe_fastest_ms(),
+                          host_.probe_slowest_ms());
+  }
   if (kept_unsteady > 0) {
     absl::StrAppendFormat(&summary,
-                          "; %d pair(s) kept although it moved (re-measure budget of %d spent)",
-                          kept_unsteady, gate_input_.params.max_pairs);
+                          "; %d pair(s) kept although it moved (a re-measure bound spent: %d "
+                          "in a row, %d per evaluation, %.0f s)",
+                          kept_unsteady, options_.max_remeasures_in_a_row,
+                          gate_input_.params.max_pairs, options_.max_unsteady_seconds);
   }
   SummarizeCounters();
   const std::string traces = Traces();
@@ -1086,7 +1155,7 @@ void Evaluation::FindUnchangedBenchmarks() {
   for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
     const size_t metrics = b.metrics_size();
     first_metric += metrics;
-    if (!b.skip_when_identical() || !InScope(b)) continue;
+    if (!SkipsWhenIdentical(b) || !InScope(b)) continue;
     absl::StatusOr<std::string> baseline = BenchmarkInputsDigest(b, checkout_.baseline_dir);
     absl::StatusOr<std::string> candidate = BenchmarkInputsDigest(b, checkout_.candidate_dir);
     if (baseline.ok() && candidate.ok()) {
@@ -1457,6 +1526,7 @@ absl::StatusOr<EvalOutcome> Evaluation::Run() {
   for (const v1::Sample& s : samples_) context.sample_ids.push_back(s.id());
   context.stages = stages_;
   context.benchmark_inputs = benchmark_inputs_;
+  context.host = host_;
   outcome.verdict = results::MakeVerdict(gate_input_, gate_, context);
   WriteFeedbackBundle(request_.out_dir, &outcome.verdict, stages_, samples_, counters_,
                       absl::OkStatus());

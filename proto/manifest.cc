@@ -311,35 +311,23 @@ void CheckOutputs(Checker& c, const std::string& f, const v1::BenchmarkSpec& b) 
   }
 }
 
-// skip_when_identical compares what the command reads, so the command must
-// be one program named by its path in the checkout: a pipe, a list or a
-// substitution could run something the comparison never saw.
+// Skipping an unchanged benchmark compares what its command reads, so only
+// a command that is one program named by its path in the checkout can be
+// skipped: a pipe, a list or a substitution could run something the
+// comparison never saw.
 void CheckInputIdentity(Checker& c, const std::string& f, const v1::BenchmarkSpec& b) {
-  if (!b.skip_when_identical()) {
+  if (b.has_skip_when_identical() && !b.skip_when_identical().value()) {
     if (!b.reads().empty()) {
-      c.Error(f + ".reads", "only used with skip_when_identical");
+      c.Error(f + ".reads", "not used when skip_when_identical is false");
     }
     return;
   }
-  for (absl::string_view op : {"|", ";", "&", "<", ">", "`", "$(", "${", "\n"}) {
-    if (absl::StrContains(b.command(), op)) {
-      c.Error(f + ".command",
-              absl::StrFormat("skip_when_identical needs one program, but the command has "
-                              "\"%s\"; move the pipeline into a script and name it in reads",
-                              op == "\n" ? "a newline" : std::string(op)));
+  if (b.skip_when_identical().value()) {
+    if (std::optional<std::string> problem = InputIdentityProblem(b)) {
+      c.Error(f + ".command", "skip_when_identical is true, but " + *problem);
       return;
     }
   }
-  const std::string executable = BenchmarkExecutable(b);
-  if (!absl::StrContains(executable, '/') ||
-      absl::StrContains(executable, '\'') || absl::StrContains(executable, '"')) {
-    c.Error(f + ".command",
-            absl::StrFormat("skip_when_identical needs the first word to be the executable's "
-                            "path in the checkout (e.g. bazel-bin/pkg/bench), not \"%s\"",
-                            executable));
-    return;
-  }
-  CheckRelativePath(c, f + ".command", executable);
   for (int i = 0; i < b.reads_size(); ++i) {
     c.NonEmpty(Indexed(f + ".reads", i), b.reads(i), "a path in the checkout");
     CheckRelativePath(c, Indexed(f + ".reads", i), b.reads(i));
@@ -763,6 +751,32 @@ std::string BenchmarkExecutable(const v1::BenchmarkSpec& b) {
   std::vector<absl::string_view> words =
       absl::StrSplit(b.command(), absl::ByAnyChar(" \t"), absl::SkipEmpty());
   return words.empty() ? "" : std::string(words.front());
+}
+
+std::optional<std::string> InputIdentityProblem(const v1::BenchmarkSpec& b) {
+  for (absl::string_view op : {"|", ";", "&", "<", ">", "`", "$(", "${", "\n"}) {
+    if (absl::StrContains(b.command(), op)) {
+      return absl::StrFormat(
+          "its inputs can only be compared for one program, and the command has \"%s\"; "
+          "move the pipeline into a script and name what it reads in reads",
+          op == "\n" ? "a newline" : std::string(op));
+    }
+  }
+  const std::string executable = BenchmarkExecutable(b);
+  bool inside = !executable.empty() && executable.front() != '/';
+  for (absl::string_view part : absl::StrSplit(executable, '/')) inside = inside && part != "..";
+  if (!inside || !absl::StrContains(executable, '/') || absl::StrContains(executable, '\'') ||
+      absl::StrContains(executable, '"')) {
+    return absl::StrFormat(
+        "its inputs can only be compared when the first word is the executable's path in "
+        "the checkout (e.g. bazel-bin/pkg/bench), not \"%s\"",
+        executable);
+  }
+  return std::nullopt;
+}
+
+bool SkipsWhenIdentical(const v1::BenchmarkSpec& b) {
+  return b.has_skip_when_identical() ? b.skip_when_identical().value() : !InputIdentityProblem(b);
 }
 
 }  // namespace densegate

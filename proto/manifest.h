@@ -16,6 +16,7 @@
 #ifndef DENSEGATE_PROTO_MANIFEST_H_
 #define DENSEGATE_PROTO_MANIFEST_H_
 
+#include <optional>
 #include <string>
 #include "absl/strings/string_view.h"
 #include <vector>
@@ -62,9 +63,19 @@ inline constexpr absl::string_view kManifestFileName = "densegate.json";
 // runner implements).
 const std::vector<std::string>& KnownPrecisionOps();
 
-// A benchmark command's first word: with skip_when_identical, its
+// A benchmark command's first word: when its inputs can be compared, its
 // executable's path relative to the checkout.
 std::string BenchmarkExecutable(const densegate::v1::BenchmarkSpec& b);
+
+// Why the harness cannot tell whether `b` reads the same inputs in both
+// arms (a pipeline, or a first word that is not a path in the checkout), or
+// nullopt when it can.
+std::optional<std::string> InputIdentityProblem(const densegate::v1::BenchmarkSpec& b);
+
+// Whether `b` is skipped when its inputs are byte-identical in both arms:
+// by default whenever they can be compared; "skip_when_identical": false
+// opts out (see BenchmarkSpec.skip_when_identical).
+bool SkipsWhenIdentical(const densegate::v1::BenchmarkSpec& b);
 
 // Every metric the manifest's benchmark stage measures: each benchmark's
 // metrics in order, then each timed kernel check's.

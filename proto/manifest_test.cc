@@ -131,6 +131,32 @@ TEST(ManifestTest, BenchmarkExecutableIsTheCommandsFirstWord) {
   EXPECT_EQ(BenchmarkExecutable(b), "");
 }
 
+// Unchanged benchmarks are skipped by default where their inputs can be
+// compared; a command whose inputs cannot be is measured, not an error,
+// unless the manifest asks for the skip explicitly.
+TEST(ManifestTest, UnchangedBenchmarksAreSkippedByDefaultWhereTheirInputsCanBeCompared) {
+  v1::BenchmarkSpec b;
+  b.set_command("bazel-bin/runtime/serve_bench --seed={seed}");
+  EXPECT_EQ(InputIdentityProblem(b), std::nullopt);
+  EXPECT_TRUE(SkipsWhenIdentical(b));
+  b.mutable_skip_when_identical()->set_value(false);
+  EXPECT_FALSE(SkipsWhenIdentical(b));
+
+  for (const char* command : {"python3 bench.py", "bin/bench | tee out", "/opt/bench",
+                              "../bin/bench", "bin/bench --n=$(nproc)"}) {
+    v1::BenchmarkSpec unprovable;
+    unprovable.set_command(command);
+    EXPECT_NE(InputIdentityProblem(unprovable), std::nullopt) << command;
+    EXPECT_FALSE(SkipsWhenIdentical(unprovable)) << command;
+  }
+
+  json j = ValidManifest();
+  j["benchmarks"][1].erase("skip_when_identical");
+  j["benchmarks"][1]["command"] = "bin/serve_bench --rate=inf | tee out.json";
+  j["benchmarks"][1].erase("reads");
+  EXPECT_THAT(ParseAndValidate(j), ::testing::IsEmpty());
+}
+
 struct InvalidCase {
   std::string name;
   std::function<void(json&)> mutate;
@@ -291,12 +317,17 @@ INSTANTIATE_TEST_SUITE_P(
         {"CountersOnGoogleBenchmark",
          [](json& j) { j["benchmarks"][0]["counters"] = "stages"; },
          "benchmarks[0].counters", "only used with kind JSON_COMMAND"},
-        {"ReadsWithoutSkipWhenIdentical",
-         [](json& j) { j["benchmarks"][0]["reads"] = {"tests"}; }, "benchmarks[0].reads",
-         "only used with skip_when_identical"},
+        {"ReadsWhenNeverSkipped",
+         [](json& j) {
+           j["benchmarks"][0]["skip_when_identical"] = false;
+           j["benchmarks"][0]["reads"] = {"tests"};
+         },
+         "benchmarks[0].reads", "not used when skip_when_identical is false"},
         {"SkipWhenIdenticalWithPipeline",
          [](json& j) { j["benchmarks"][1]["command"] = "bin/serve_bench | tee out.json"; },
-         "benchmarks[1].command", "needs one program, but the command has \"|\""},
+         "benchmarks[1].command",
+         "skip_when_identical is true, but its inputs can only be compared for one program, "
+         "and the command has \"|\""},
         {"SkipWhenIdenticalWithSubstitution",
          [](json& j) { j["benchmarks"][1]["command"] = "bin/serve_bench --n=$(nproc)"; },
          "benchmarks[1].command", "has \"$(\""},
@@ -305,7 +336,7 @@ INSTANTIATE_TEST_SUITE_P(
          "benchmarks[1].command", "the executable's path in the checkout"},
         {"SkipWhenIdenticalExecutableEscapes",
          [](json& j) { j["benchmarks"][1]["command"] = "../bin/serve_bench"; },
-         "benchmarks[1].command", "must not leave the repository"},
+         "benchmarks[1].command", "not \"../bin/serve_bench\""},
         {"ReadsAbsolute",
          [](json& j) { j["benchmarks"][1]["reads"].push_back("/etc/passwd"); },
          "benchmarks[1].reads[1]", "relative to the repository root"},

@@ -116,6 +116,15 @@ class EvalTest : public ::testing::Test {
     std::ofstream(repo_ + "/" + file) << text;
   }
 
+  // Commits a baseline whose benchmarks are measured even when a candidate
+  // leaves their inputs byte-identical (tests of how pairs are measured).
+  void MeasureEvenWhenUnchanged() {
+    nlohmann::json manifest = nlohmann::json::parse(std::ifstream(repo_ + "/densegate.json"));
+    for (nlohmann::json& b : manifest["benchmarks"]) b["skip_when_identical"] = false;
+    Write("densegate.json", manifest.dump(2));
+    Commit("measure every benchmark");
+  }
+
   EvalOutcome Eval(v1::Policy policy, std::vector<v1::Claim> claims = {},
                    bool override_protected = false, MachineProbe* probe = nullptr) {
     EvaluatorOptions options;
@@ -300,16 +309,25 @@ TEST_F(EvalTest, CommentOnlyIsNoGainButPassesNoRegression) {
 }
 
 // Returns scripted probe times: `slow_calls` (0-based call numbers) take
-// 2.0, every other call 1.0.
+// 2.0, every other call 1.0 (or, with `alternate`, odd calls 2.0: a host
+// that never settles). Pauses return at once and are only counted.
 class ScriptedProbe : public MachineProbe {
  public:
-  explicit ScriptedProbe(std::set<int> slow_calls) : slow_(std::move(slow_calls)) {}
-  double Seconds() override { return slow_.count(calls_++) > 0 ? 2.0 : 1.0; }
+  explicit ScriptedProbe(std::set<int> slow_calls, bool alternate = false)
+      : slow_(std::move(slow_calls)), alternate_(alternate) {}
+  double Seconds() override {
+    const int call = calls_++;
+    return slow_.count(call) > 0 || (alternate_ && call % 2 == 1) ? 2.0 : 1.0;
+  }
+  void Pause(absl::Duration d) override { paused_ += d; }
   int calls() const { return calls_; }
+  absl::Duration paused() const { return paused_; }
 
  private:
   std::set<int> slow_;
+  bool alternate_;
   int calls_ = 0;
+  absl::Duration paused_;
 };
 
 const v1::Stage* BenchmarkStage(const v1::Verdict& v) {
@@ -319,15 +337,16 @@ const v1::Stage* BenchmarkStage(const v1::Verdict& v) {
   return nullptr;
 }
 
-// With skip_when_identical, a benchmark whose executable is byte-identical in
-// both arms (a comment moves no code of this one) is not run: the verdict
-// rests on no pairs. A candidate that changes the executable is measured.
+// By default (the manifest says nothing of skip_when_identical), a
+// benchmark whose executable is byte-identical in both arms (a comment moves
+// no code of this one) is not run: the verdict rests on no pairs. A
+// candidate that changes the executable is measured.
 TEST_F(EvalTest, BenchmarkWithIdenticalInputsIsNotMeasured) {
   nlohmann::json manifest = nlohmann::json::parse(std::ifstream(repo_ + "/densegate.json"));
-  manifest["benchmarks"][0]["skip_when_identical"] = true;
+  ASSERT_FALSE(manifest["benchmarks"][0].contains("skip_when_identical"));
   manifest["benchmarks"][0]["reads"] = {"checksum.data"};
   Write("densegate.json", manifest.dump(2));
-  Commit("skip a benchmark whose inputs are identical");
+  Commit("a benchmark that reads a data file");
   Sh("sed -i '1i // A comment that changes nothing.' " + repo_ + "/checksum.h");
   Commit("comment");
   EvalOutcome neutral = Eval(v1::NO_REGRESSION);
@@ -341,8 +360,8 @@ TEST_F(EvalTest, BenchmarkWithIdenticalInputsIsNotMeasured) {
   const v1::Stage* stage = BenchmarkStage(v);
   ASSERT_NE(stage, nullptr);
   EXPECT_EQ(stage->status(), v1::STAGE_PASSED);
-  EXPECT_THAT(stage->summary(), HasSubstr("not measured, every benchmark's inputs are "
-                                          "byte-identical in both arms"));
+  EXPECT_THAT(stage->summary(), HasSubstr("not measured, the inputs of every benchmark and "
+                                          "timed check are byte-identical in both arms (micro)"));
 
   // Under GAIN the same candidate is rejected at once: nothing can have gained.
   EvalOutcome gain = Eval(v1::GAIN);
@@ -476,11 +495,14 @@ TEST_F(EvalTest, ABenchmarkStageWithNothingToMeasureDoesNotWaitForTheHostLock) {
 }
 
 // Call 0 warms the probe; then each pair calls it 3 times (the fixture has
-// one benchmark: before each arm's process and after both). Pair 2 starting
+// one benchmark: before each arm's process and after both). Pair 3 starting
 // slow (call 1 + 3 + 3 = 7) means the machine changed speed within the
-// pair: its samples are dropped and it is measured again, so the verdict
-// still rests on the planned pairs, and the stage says so.
+// pair: its samples are dropped, the node waits for three steady probe
+// reads a second apart (calls 10-12), and the pair is measured again, so
+// the verdict still rests on the planned pairs; the listener, the stage
+// and the provenance say so.
 TEST_F(EvalTest, PairsWhoseMachineProbeMovedAreMeasuredAgain) {
+  MeasureEvenWhenUnchanged();
   Sh("sed -i '1i // A comment that changes nothing.' " + repo_ + "/checksum.h");
   Commit("comment");
   ScriptedProbe probe({7});
@@ -490,19 +512,37 @@ TEST_F(EvalTest, PairsWhoseMachineProbeMovedAreMeasuredAgain) {
   ASSERT_EQ(v.metrics_size(), 1);
   const int pairs = v.metrics(0).n_pairs();
   ASSERT_GT(pairs, 0);
-  // One extra pair's worth of probe calls, and no extra samples.
-  EXPECT_EQ(probe.calls(), 1 + 3 * (pairs + 1));
+  // One extra pair's worth of probe calls and three waiting, and no extra
+  // samples.
+  EXPECT_EQ(probe.calls(), 1 + 3 * (pairs + 1) + 3);
+  EXPECT_EQ(probe.paused(), absl::Seconds(3));
   EXPECT_EQ(static_cast<int>(o.samples.size()), 2 * pairs);
   for (const v1::Sample& sample : o.samples) EXPECT_LT(sample.pair_index(), pairs);
   const v1::Stage* stage = BenchmarkStage(v);
   ASSERT_NE(stage, nullptr);
   EXPECT_THAT(stage->summary(), HasSubstr("1 pair(s) measured again"));
+  EXPECT_THAT(stage->summary(), HasSubstr("3 s waited for the host to settle"));
+  const v1::HostSteadiness& host = v.provenance().host();
+  EXPECT_EQ(host.pairs_measured_again(), 1);
+  EXPECT_EQ(host.pairs_kept_unsteady(), 0);
+  EXPECT_EQ(host.seconds_waited(), 3);
+  EXPECT_EQ(host.probe_reads(), probe.calls() - 1);
+  EXPECT_EQ(host.probe_fastest_ms(), 1000);
+  EXPECT_EQ(host.probe_slowest_ms(), 2000);
+  std::vector<std::string> messages;
+  for (const v1::Progress& p : recorder_.progress) {
+    if (!p.message().empty()) messages.push_back(p.message());
+  }
+  EXPECT_THAT(messages, ::testing::Contains(
+                            "host unsteady: waiting up to 5 s, probe 1000.0-2000.0 ms vs "
+                            "1000.0 ms calm"));
 }
 
 // The two arms of each benchmark run back to back (ABBA across pairs), not
 // every benchmark of one arm and then of the other: the baseline's manifest
 // here has two benchmarks.
 TEST_F(EvalTest, BothArmsOfEachBenchmarkRunBackToBack) {
+  MeasureEvenWhenUnchanged();
   nlohmann::json manifest = nlohmann::json::parse(std::ifstream(repo_ + "/densegate.json"));
   nlohmann::json again = manifest["benchmarks"][0];
   again["name"] = "micro-again";
@@ -677,20 +717,34 @@ TEST_F(EvalTest, ARemeasureOfTheSameProgramsTakesTheEarlierSamples) {
             values_of(first, "checksum.time").front());
 }
 
-// A machine that never settles: after max_pairs re-measures, pairs are kept
-// as measured (the evaluation ends), and the stage counts both.
-TEST_F(EvalTest, ReMeasuresStopAtTheBudget) {
+// A host that never settles: each pair is measured again at most 3 times
+// in a row, after waits that back off (5, 10, 20 s, then 40 and 60 s as the
+// unsteady pairs run on) until the evaluation's 300 s are spent; after that
+// pairs are kept as measured and the evaluation ends with a decision. The
+// waits are the probe's pauses here, so the test takes no time for them.
+TEST_F(EvalTest, ReMeasuresAndWaitsStopAtTheirBounds) {
+  MeasureEvenWhenUnchanged();
   Sh("sed -i '1i // A comment that changes nothing.' " + repo_ + "/checksum.h");
   Commit("comment");
-  std::set<int> slow;
-  for (int call = 1; call < 3000; call += 3) slow.insert(call);  // Every pair.
-  ScriptedProbe probe(slow);
+  ScriptedProbe probe({}, /*alternate=*/true);
   EvalOutcome o = Eval(v1::NO_REGRESSION, {}, false, &probe);
+  EXPECT_NE(o.verdict.decision(), v1::DECISION_UNSPECIFIED);
+  const v1::HostSteadiness& host = o.verdict.provenance().host();
+  // Pair 1: 3 re-measures (5 + 10 + 20 s), then kept; pair 2: 3 of 60 s
+  // (the backoff counts unsteady measurements in a row, across pairs);
+  // pair 3: 60 s, then what is left of the 300 s less the runs' own
+  // seconds; from there every pair is kept.
+  EXPECT_GE(host.pairs_measured_again(), 7);
+  EXPECT_LE(host.pairs_measured_again(), 8);
+  EXPECT_GT(host.pairs_kept_unsteady(), 2);
+  EXPECT_LE(host.seconds_waited(), 300);
+  EXPECT_GT(host.seconds_waited(), 250);
+  EXPECT_EQ(absl::ToDoubleSeconds(probe.paused()), host.seconds_waited());
   const v1::Stage* stage = BenchmarkStage(o.verdict);
   ASSERT_NE(stage, nullptr);
-  EXPECT_THAT(stage->summary(), HasSubstr("30 pair(s) measured again"));
-  EXPECT_THAT(stage->summary(), HasSubstr("kept although it moved (re-measure budget of 30"));
-  EXPECT_NE(o.verdict.decision(), v1::DECISION_UNSPECIFIED);
+  EXPECT_THAT(stage->summary(),
+              HasSubstr("kept although it moved (a re-measure bound spent: 3 in a row, 30 per "
+                        "evaluation, 300 s)"));
 }
 
 TEST_F(EvalTest, BrokenBuildIsRejected) {

@@ -42,7 +42,7 @@ class BenchmarkInputsTest : public ::testing::Test {
       Write(out / "bin/bench.runfiles/MANIFEST", "ws/configs/bench.json " + checkout.string());
     }
     spec_.set_command("bazel-bin/bench --benchmark_filter='BM_x/1$' --n=2");
-    spec_.set_skip_when_identical(true);
+    spec_.mutable_skip_when_identical()->set_value(true);
   }
 
   InputComparison Compare() {

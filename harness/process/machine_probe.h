@@ -21,6 +21,9 @@
 #include <memory>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
 namespace densegate::harness {
 
 class MachineProbe {
@@ -28,6 +31,9 @@ class MachineProbe {
   virtual ~MachineProbe() = default;
   // Seconds the probe's fixed work took just now.
   virtual double Seconds() = 0;
+  // Lets the host settle for `d` between reads (the evaluator's wait for an
+  // unsteady host); a test's probe returns at once.
+  virtual void Pause(absl::Duration d) { absl::SleepFor(d); }
 };
 
 // 1000 read-modify-write sweeps over a 256 KiB float array (~5 ms on the

@@ -47,6 +47,8 @@ struct VerdictContext {
   std::vector<int64_t> sample_ids;
   std::vector<v1::Stage> stages;
   std::vector<v1::BenchmarkInputs> benchmark_inputs;
+  // Recorded when probe_reads > 0.
+  v1::HostSteadiness host;
 };
 
 // Reason codes that come from a failing stage rather than from the metrics.
