@@ -31,6 +31,7 @@
 #include "harness/workspace/git.h"
 #include "nlohmann/json.hpp"
 #include "proto/densegate.grpc.pb.h"
+#include "proto/manifest.h"
 #include "results/report/report.h"
 #include "results/store/store.h"
 #include "scheduler/tokens.h"
@@ -105,6 +106,12 @@ class Demo {
   void Show(bool final);
   std::string NodeName(const std::string& id);
   int Verdicts();
+  // Prints the host state the run measured in: the machine probe's range,
+  // the pairs measured again or kept unsteady and the waits (from every
+  // verdict's Provenance.host), and each node's state and calibration
+  // noise, with the quarantines seen. A reader can then tell a noisy run
+  // from a regression.
+  void HostState();
   // Starts `densegate bisect` over the scenario's bisection branch through
   // the scheduler, as a user would, once every candidate is decided: its
   // jobs then take the nodes that the merge queue's serial re-measures leave
@@ -149,6 +156,19 @@ class Demo {
   // Set when the demo gives up: watchers stop polling a stopped scheduler.
   std::atomic<bool> giving_up_{false};
   int inconclusive_ = 0;  // Misses allowed by allow_inconclusive.
+  // Node name -> the calibration noise of each quarantine seen.
+  std::map<std::string, std::vector<double>> quarantines_;
+  // The target repository's max_calibration_noise (0: none): a node above
+  // it gets none of its gate work.
+  double repo_noise_limit_ = 0;
+  // Why node `n` gets none of the repository's gate work, or "".
+  std::string OverRepoLimit(const v1::Node& n) const {
+    if (repo_noise_limit_ <= 0 || n.calibration_noise() <= repo_noise_limit_) return "";
+    return absl::StrFormat(
+        " (over the repository's max_calibration_noise %.2f%%: quarantined for its gate work, "
+        "which goes to calmer nodes, until it calibrates calm)",
+        100 * repo_noise_limit_);
+  }
   std::mutex mu_;
   std::vector<std::unique_ptr<Row>> rows_;  // Guarded by mu_ once watchers run.
   // Node id -> name, of every registration AwaitNodes saw (no node joins later).
@@ -180,6 +200,11 @@ absl::Status Demo::Prepare() {
   absl::StatusOr<ScratchRepo> repo = CreateScratchRepo(ro, scenario_, git_);
   if (!repo.ok()) return repo.status();
   repo_ = *std::move(repo);
+  std::vector<ManifestError> errors;
+  absl::StatusOr<v1::Manifest> manifest =
+      ParseManifest(harness::ReadOutputFile(repo_.dir + "/" + std::string(kManifestFileName)),
+                    &errors);
+  if (manifest.ok()) repo_noise_limit_ = manifest->gate().max_calibration_noise();
   out_ << absl::StrFormat("target repository %s: first version %s, %d candidate branches%s\n",
                           repo_.dir, repo_.first_version_sha.substr(0, 10),
                           repo_.candidate_sha.size(), o_.quick ? " (quick: fewer pairs, a smaller serving run)" : "");
@@ -312,8 +337,7 @@ absl::Status Demo::StartNode(size_t i) {
 // recalibration it was running, whose lease then had to expire first.)
 absl::Status Demo::AwaitNodes() {
   constexpr int kCalibrationAttempts = 3;
-  // Failed calibrations seen per node name, and the noise of the last one.
-  std::map<std::string, int> failed;
+  // The noise of the last failed calibration seen per node name.
   std::map<std::string, double> last_noise;
   const absl::Time deadline = absl::Now() + absl::Seconds(240);
   while (true) {
@@ -336,11 +360,13 @@ absl::Status Demo::AwaitNodes() {
       }
       last_noise[n.name()] = n.calibration_noise();
       const std::string noise = absl::StrFormat("%.1f%%", 100 * n.calibration_noise());
-      if (++failed[n.name()] >= kCalibrationAttempts) {
+      std::vector<double>& seen = quarantines_[n.name()];
+      seen.push_back(n.calibration_noise());
+      if (static_cast<int>(seen.size()) >= kCalibrationAttempts) {
         return absl::UnavailableError(absl::StrFormat(
             "%s quarantined %d times (calibration noise %s): this machine is too noisy "
             "for gate work right now (stop other load and run again)",
-            n.name(), failed[n.name()], noise));
+            n.name(), seen.size(), noise));
       }
       out_ << absl::StrFormat(
           "%s quarantined (calibration noise %s); the scheduler calibrates it again\n", n.name(),
@@ -348,8 +374,8 @@ absl::Status Demo::AwaitNodes() {
     }
     if (active.size() == node_specs_.size()) {
       for (const auto& [name, n] : active) {
-        out_ << absl::StrFormat("%s active: A/A calibration noise %.2f%%\n", name,
-                                100 * n->calibration_noise());
+        out_ << absl::StrFormat("%s active: A/A calibration noise %.2f%%%s\n", name,
+                                100 * n->calibration_noise(), OverRepoLimit(*n));
       }
       return absl::OkStatus();
     }
@@ -634,6 +660,57 @@ int Demo::Verdicts() {
   return mismatches;
 }
 
+void Demo::HostState() {
+  v1::HostSteadiness host;
+  int evaluations = 0;
+  for (const auto& r : rows_) {
+    for (const v1::Evaluation* e : {&r->final, r->remeasure ? &*r->remeasure : nullptr}) {
+      if (e == nullptr || !e->verdict().provenance().has_host()) continue;
+      const v1::HostSteadiness& h = e->verdict().provenance().host();
+      if (host.probe_reads() == 0 || h.probe_fastest_ms() < host.probe_fastest_ms()) {
+        host.set_probe_fastest_ms(h.probe_fastest_ms());
+      }
+      host.set_probe_slowest_ms(std::max(host.probe_slowest_ms(), h.probe_slowest_ms()));
+      host.set_probe_reads(host.probe_reads() + h.probe_reads());
+      host.set_pairs_measured_again(host.pairs_measured_again() + h.pairs_measured_again());
+      host.set_pairs_kept_unsteady(host.pairs_kept_unsteady() + h.pairs_kept_unsteady());
+      host.set_seconds_waited(host.seconds_waited() + h.seconds_waited());
+      ++evaluations;
+    }
+  }
+  out_ << "\nhost state\n";
+  if (evaluations == 0) {
+    out_ << "  machine probe: no pair was measured\n";
+  } else {
+    out_ << absl::StrFormat(
+        "  machine probe %.1f-%.1f ms over %d reads in %d evaluations (a quiet host of the "
+        "development VM reads about 5 ms, its slow phases 7-19 ms); %d pair(s) measured again, "
+        "%d kept although the probe moved, %.0f s waited for the host to settle\n",
+        host.probe_fastest_ms(), host.probe_slowest_ms(), host.probe_reads(), evaluations,
+        host.pairs_measured_again(), host.pairs_kept_unsteady(), host.seconds_waited());
+  }
+  grpc::ClientContext ctx;
+  Attach(&ctx, tokens_.admin);
+  v1::ListNodesResponse resp;
+  if (grpc::Status s = stub_->ListNodes(&ctx, v1::ListNodesRequest(), &resp); !s.ok()) {
+    out_ << "  nodes: " << s.error_message() << "\n";
+    return;
+  }
+  for (const v1::Node& n : resp.nodes()) {
+    std::string line = absl::StrFormat("  %s %s, A/A calibration noise %.2f%%%s", n.name(),
+                                       absl::AsciiStrToLower(v1::NodeState_Name(n.state())),
+                                       100 * n.calibration_noise(), OverRepoLimit(n));
+    const auto q = quarantines_.find(n.name());
+    if (q != quarantines_.end()) {
+      std::vector<std::string> noises;
+      for (double x : q->second) noises.push_back(absl::StrFormat("%.2f%%", 100 * x));
+      absl::StrAppendFormat(&line, "; quarantined %d time(s) before it calibrated calm (%s)",
+                            q->second.size(), absl::StrJoin(noises, ", "));
+    }
+    out_ << line << "\n";
+  }
+}
+
 void Demo::StartBisect() {
   if (!scenario_.bisection.has_value() || bisect_.joinable()) return;
   const ScenarioBisection& b = *scenario_.bisection;
@@ -736,6 +813,7 @@ int Demo::Run() {
   }
   const int mismatches = Verdicts();
   const bool bisected = FinishBisect();
+  HostState();
   for (auto& n : nodes_) n->Stop(absl::Seconds(10));
   scheduler_->Stop(absl::Seconds(10));
   if (absl::Status s = WriteReport(); !s.ok()) {

@@ -609,6 +609,15 @@ absl::StatusOr<results::SubmitResult> Scheduler::Enqueue(const v1::SubmitRequest
   c.set_remeasure_of(remeasure_of);
   p.priority = req.priority();
   p.max_attempts = options_.max_attempts;
+  // The repository's noise limit where it is stricter than this
+  // scheduler's (which already keeps noisier nodes quarantined): its gate
+  // work goes only to nodes calibrated within it.
+  const double repo_noise = parsed->gate().max_calibration_noise();
+  if (repo_noise > 0 && repo_noise < options_.max_calibration_noise) {
+    p.requirements.max_node_noise = repo_noise;
+    absl::MutexLock l(&mu_);
+    strictest_noise_limit_ = std::min(strictest_noise_limit_, repo_noise);
+  }
   absl::StatusOr<results::SubmitResult> r = store_->Submit(p);
   if (r.ok()) Notify();
   return r;
@@ -667,7 +676,8 @@ absl::StatusOr<std::optional<v1::Lease>> Scheduler::ClaimFor(const std::string& 
   // noise is within the budget.
   if (node->state() == v1::CALIBRATING ||
       (node->state() == v1::QUARANTINED && RecalibrationDue(node->id())) ||
-      (node->state() == v1::ACTIVE && PeriodicCalibrationDue(node->id(), /*start=*/true))) {
+      (node->state() == v1::ACTIVE && PeriodicCalibrationDue(node->id(), /*start=*/true)) ||
+      (node->state() == v1::ACTIVE && QuarantinedForSomeQueuedWork(*node))) {
     absl::StatusOr<int64_t> job = store_->EnqueueCalibration(node->id(), options_.max_attempts);
     if (!job.ok() && job.status().code() != absl::StatusCode::kAlreadyExists) {
       return job.status();
@@ -1022,6 +1032,15 @@ bool Scheduler::RecalibrationDue(const std::string& node_id) {
   if (absl::Now() - last < options_.recalibration_interval) return false;
   last = absl::Now();
   return true;
+}
+
+bool Scheduler::QuarantinedForSomeQueuedWork(const v1::Node& node) {
+  {
+    absl::MutexLock l(&mu_);
+    if (node.calibration_noise() <= strictest_noise_limit_) return false;
+  }
+  absl::StatusOr<int64_t> waiting = store_->CountQueuedOverNoiseLimit(node.calibration_noise());
+  return waiting.ok() && *waiting > 0 && RecalibrationDue(node.id());
 }
 
 bool Scheduler::PeriodicCalibrationDue(const std::string& node_id, bool start) {

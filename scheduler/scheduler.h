@@ -123,6 +123,10 @@ class Scheduler {
   // Whether a quarantined node may recalibrate now (and records it); never
   // for one whose verdict was contradicted.
   bool RecalibrationDue(const std::string& node_id);
+  // Whether an active node noisier than some queued job's noise limit (a
+  // repository's max_calibration_noise) should calibrate again now, on the
+  // quarantine's schedule, so that it takes that work once calm.
+  bool QuarantinedForSomeQueuedWork(const v1::Node& node);
   // Whether an active node's periodic calibration is due; `start`: and
   // records that it starts now.
   bool PeriodicCalibrationDue(const std::string& node_id, bool start);
@@ -185,6 +189,9 @@ class Scheduler {
   std::map<std::string, ProgressLog> progress_ ABSL_GUARDED_BY(mu_);
   int64_t progress_logs_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, absl::Time> last_recalibration_ ABSL_GUARDED_BY(mu_);
+  // The strictest repository noise limit submitted to this process (a
+  // cheap test before asking the store which queued jobs a node misses).
+  double strictest_noise_limit_ ABSL_GUARDED_BY(mu_) = 1e9;
   // When each node last finished (or, unseen, was first asked about) a
   // calibration.
   std::map<std::string, absl::Time> last_calibration_ ABSL_GUARDED_BY(mu_);

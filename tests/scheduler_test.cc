@@ -14,12 +14,14 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <thread>
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -50,7 +52,8 @@ void Sh(const std::string& cmd) { ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
 // The tokens file (hashes only), and the tokens the tests present. Each node
 // the tests start has a token of its own ("node-token-NAME"); the simulated
 // nodes speak as admin, which may act as any node.
-const char* const kNodeNames[] = {"n1", "n2", "doomed", "rescuer", "survivor", "only", "tls-node"};
+const char* const kNodeNames[] = {"n1",   "n2",       "doomed",  "rescuer",
+                                  "survivor", "only", "tls-node", "leaver"};
 
 std::string NodeToken(const std::string& name) { return "node-token-" + name; }
 
@@ -88,6 +91,14 @@ class Child {
     posix_spawnattr_destroy(&attr);
   }
   ~Child() { Kill(); }
+  // SIGTERM to the child alone (not its process group), as a service
+  // manager stops it; waits for it to exit.
+  void Terminate() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
   void Kill() {
     if (pid_ <= 0) return;
     kill(-pid_, SIGKILL);
@@ -528,6 +539,44 @@ TEST_P(SchedulerOnEachStore, CiRunsBeforeExperimentsAndCancelStopsARunningJob) {
   EXPECT_FALSE(cancelled.has_verdict());
 }
 
+// Whatever a node's arms leave running (Bazel leaves its server, detached
+// in a session of its own) ends with the node: the candidate's with its
+// evaluation, the baseline's, whose sandbox lives on for its Bazel server,
+// when the node is stopped (each sandbox is a PID namespace that dies with
+// its parent).
+TEST_F(SchedulerTest, NothingANodesArmsStartOutlivesTheNode) {
+  Sh("cd " + repo_ + " && sed -i '/^set -e/a setsid sleep 3142 </dev/null >/dev/null 2>&1 &' " +
+     "build.sh");
+  Git("commit -q -am 'a build that leaves a process running'");
+  Git("tag -f base");
+  Branch("comment", "sed -i '1i // no-op' checksum.h");
+  StartServer();
+  v1::SubmitResponse r;
+  ASSERT_TRUE(Submit("ci-token-0001", "comment", v1::CI, &r).ok());
+  // Users of its own, so that no other test's node is counted.
+  auto node = StartNode("leaver", {"--sandbox_uid", "59400", "--candidate_uid", "59401"});
+  EXPECT_EQ(WaitDone(r.evaluation().id()).state(), v1::FINISHED);
+  // "sleep 314[2]": not the shell, whose own command line names the pattern.
+  const std::string count_file = dir_ + "/left";
+  // Two lines: the sleeps left, and every process of the node's users.
+  auto running = [&](const std::string& want) {
+    std::string count;
+    for (int i = 0; i < 200 && !absl::StartsWith(count, want); ++i) {
+      if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      Sh("(pgrep -c -f 'sleep 314[2]' || true) > " + count_file +
+         "; (pgrep -c -U 59400,59401 || true) >> " + count_file);
+      std::ifstream in(count_file);
+      count.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    return count;
+  };
+  // The baseline's sandbox keeps its own running while the node does; the
+  // candidate's ended with the evaluation.
+  EXPECT_THAT(running("1\n"), ::testing::StartsWith("1\n"));
+  node->Terminate();
+  EXPECT_EQ(running("0\n0\n"), "0\n0\n") << "processes of the node's arms outlived it";
+}
+
 TEST_F(SchedulerTest, TlsServesOnlyEncryptedClientsAndNodes) {
   // A self-signed certificate for 127.0.0.1, made now.
   Sh("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=densegate-test "
@@ -753,6 +802,47 @@ TEST_P(SchedulerOnEachStore, BisectFindsTheCommitThatSlowedTheMetric) {
   // The report puts the bisection back together and names the same commit.
   EXPECT_THAT(Http("/report?format=md&token=viewer-token-1"),
               HasSubstr("culprit " + slow.substr(0, 12)));
+}
+
+// A repository stricter than the scheduler (the manifest's
+// max_calibration_noise 0.03; the server's flag here is 1): a node
+// calibrated at 4.09% gets none of its gate work, which goes to the calm
+// node; while that work waits, the noisy node is sent to calibrate again.
+TEST_P(SchedulerOnEachStore, ARepositorysNoiseLimitSendsItsWorkToTheCalmNode) {
+  Sh("cd " + repo_ + " && sed -i 's/\"max_pairs\": 30}/\"max_pairs\": 30, " +
+     "\"max_calibration_noise\": 0.03}/' densegate.json && grep -q max_calibration_noise " +
+     "densegate.json");
+  Git("commit -q -am 'a stricter noise limit'");
+  Git("tag -f base");
+  Branch("comment", "echo '// a comment' >> checksum.h");
+  StartServer();
+  auto nodes = NodeStub();
+  auto calibrated = [&](const std::string& name, double noise) {
+    const std::string id = RegisterSimulatedNode(*nodes, name);
+    const v1::SynchronizeResponse c = Synchronize(*nodes, id);
+    EXPECT_EQ(c.lease().job_kind(), v1::CALIBRATION) << name;
+    v1::FinishLeaseRequest finish;
+    finish.set_node_id(id);
+    finish.set_lease_id(c.lease().id());
+    finish.set_calibration_noise(noise);
+    v1::FinishLeaseResponse done;
+    EXPECT_TRUE(AsNode([&](grpc::ClientContext* ctx) {
+                  return nodes->FinishLease(ctx, finish, &done);
+                }).ok())
+        << name;
+    return id;
+  };
+  const std::string noisy = calibrated("noisy", 0.0409);
+  const std::string calm = calibrated("calm", 0.0016);
+  v1::SubmitResponse queued;
+  ASSERT_TRUE(Submit("ci-token-0001", "comment", v1::CI, &queued).ok());
+
+  const v1::SynchronizeResponse noisy_sync = Synchronize(*nodes, noisy);
+  EXPECT_EQ(noisy_sync.lease().job_kind(), v1::CALIBRATION);
+  EXPECT_EQ(Get(queued.evaluation().id()).state(), v1::QUEUED);
+  const v1::SynchronizeResponse calm_sync = Synchronize(*nodes, calm);
+  EXPECT_EQ(calm_sync.lease().job_kind(), v1::EVALUATION);
+  EXPECT_EQ(calm_sync.lease().evaluation().id(), queued.evaluation().id());
 }
 
 // FinishLease with claim_next hands the node its next job in the reply,
@@ -1182,7 +1272,9 @@ TEST_F(SchedulerTest, ANodeThatDropsAConfirmerIsDecidedByTheManifest) {
   v1::ListNodesResponse listed;
   ASSERT_TRUE(stub_->ListNodes(&ctx, list, &listed).ok());
   for (const v1::Node& n : listed.nodes()) {
-    if (n.id() == node) EXPECT_EQ(n.state(), v1::DISTRUSTED);
+    if (n.id() == node) {
+      EXPECT_EQ(n.state(), v1::DISTRUSTED);
+    }
   }
 }
 

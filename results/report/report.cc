@@ -156,9 +156,11 @@ constexpr char kNoChangePoints[] =
     "3 samples on each side).";
 
 std::vector<std::string> NodeCells(const json& n) {
-  return {n["name"], n["state"], absl::StrFormat("%.4f", n["calibration_noise"].get<double>())};
+  return {n["name"], n["state"], absl::StrFormat("%.4f", n["calibration_noise"].get<double>()),
+          n["gate_work"]};
 }
-const std::vector<std::string> kNodeHeaders = {"node", "state", "calibration noise (CV)"};
+const std::vector<std::string> kNodeHeaders = {"node", "state", "calibration noise (CV)",
+                                               "gate work"};
 
 std::vector<std::string> BisectCells(const json& s) {
   return {absl::StrCat(s["index"].get<int>()), s["commit"], s["evaluation"],
@@ -516,13 +518,37 @@ absl::StatusOr<json> BuildReport(Store& store, const ReportRequest& request, abs
   if (!change_points.ok()) return change_points.status();
   report["change_points"] = *std::move(change_points);
 
+  // The repository's noise limit as its latest verdict applied it (the
+  // baseline manifest's max_calibration_noise): a node above it is
+  // quarantined for this repository's gate work, whatever its state.
+  double repo_noise_limit = 0;
+  for (const v1::Evaluation& e : *all) {
+    const double limit = e.verdict().provenance().policy_parameters().max_calibration_noise();
+    if (limit > 0) repo_noise_limit = limit;
+  }
   absl::StatusOr<std::vector<v1::Node>> nodes = store.ListNodes({});
   if (!nodes.ok()) return nodes.status();
   report["nodes"] = json::array();
   for (const v1::Node& n : *nodes) {
+    std::string gate_work = "yes";
+    if (n.state() == v1::QUARANTINED) {
+      gate_work = "none: quarantined, its calibration noise over the scheduler's limit; it "
+                  "calibrates again each minute";
+    } else if (n.state() == v1::DISTRUSTED) {
+      gate_work = "none: distrusted (a verdict of it was contradicted)";
+    } else if (n.state() != v1::ACTIVE) {
+      gate_work = "none while " + absl::AsciiStrToLower(v1::NodeState_Name(n.state()));
+    } else if (!request.repo.empty() && repo_noise_limit > 0 &&
+               n.calibration_noise() > repo_noise_limit) {
+      gate_work = absl::StrFormat(
+          "none from this repository: quarantined for it, calibration noise %.2f%% over its "
+          "max_calibration_noise %.2f%%; it calibrates again while that work waits",
+          100 * n.calibration_noise(), 100 * repo_noise_limit);
+    }
     report["nodes"].push_back({{"name", n.name()},
                                {"state", absl::AsciiStrToLower(v1::NodeState_Name(n.state()))},
                                {"calibration_noise", n.calibration_noise()},
+                               {"gate_work", gate_work},
                                {"fingerprint", n.dimensions().fingerprint()}});
   }
   return report;

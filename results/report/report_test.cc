@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 #include <memory>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,7 @@ class ReportTest : public ::testing::Test {
     v1::Verdict v;
     v.set_decision(spec.decision);
     v.set_policy(v1::GAIN);
+    v.mutable_provenance()->mutable_policy_parameters()->set_max_calibration_noise(0.03);
     v1::MetricComparison* m = v.add_metrics();
     m->set_metric("kda.fused");
     m->set_unit("ns");
@@ -432,4 +434,42 @@ TEST_F(ReportTest, AnEmptyPeriodSaysSo) {
 }
 
 }  // namespace
+// Each node says whether it gets this repository's gate work, and why not:
+// quarantined by the scheduler's limit, or active yet noisier than the
+// repository's own max_calibration_noise (0.03 in the verdicts here).
+TEST_F(ReportTest, NodesSayWhetherAndWhyTheyGetThisRepositorysGateWork) {
+  Finish("c1", v1::ACCEPT, 50, 1.2);
+  auto calibrate = [&](const std::string& name, double noise, v1::NodeState state) {
+    v1::NodeDimensions d;
+    d.set_accelerator_kind("cpu");
+    d.set_fingerprint("fp");
+    absl::StatusOr<v1::Node> n = store_->RegisterNode(name, d);
+    ASSERT_TRUE(n.ok()) << n.status();
+    ASSERT_TRUE(store_->EnqueueCalibration(n->id(), 0).ok());
+    ClaimRequest claim;
+    claim.node_id = n->id();
+    claim.dimensions = d;
+    claim.lease_duration = absl::Minutes(1);
+    absl::StatusOr<std::vector<v1::Lease>> leases = store_->ClaimJobs(claim);
+    ASSERT_TRUE(leases.ok() && leases->size() == 1);
+    ASSERT_TRUE(store_->FinishCalibration({(*leases)[0].id(), n->id()}, noise, state).ok());
+  };
+  calibrate("calm", 0.0016, v1::ACTIVE);
+  calibrate("noisy", 0.0409, v1::ACTIVE);
+  calibrate("noisier", 0.09, v1::QUARANTINED);
+  ReportRequest request;
+  request.repo = "/repos/workload";
+  absl::StatusOr<nlohmann::json> report =
+      BuildReport(*store_, request, absl::FromUnixSeconds(1800000000));
+  ASSERT_TRUE(report.ok()) << report.status();
+  std::map<std::string, std::string> gate_work;
+  for (const nlohmann::json& n : (*report)["nodes"]) gate_work[n["name"]] = n["gate_work"];
+  EXPECT_EQ(gate_work["calm"], "yes");
+  EXPECT_THAT(gate_work["noisy"],
+              HasSubstr("none from this repository: quarantined for it, calibration noise "
+                        "4.09% over its max_calibration_noise 3.00%"));
+  EXPECT_THAT(gate_work["noisier"], HasSubstr("none: quarantined"));
+  EXPECT_THAT(RenderMarkdown(*report), HasSubstr("| gate work |"));
+}
+
 }  // namespace densegate::results

@@ -56,6 +56,10 @@ struct JobRequirements {
   std::string fingerprint;
   // Only this node (calibration jobs are pinned to their node).
   std::string node_id;
+  // Only nodes whose last A/A calibration noise (Node.calibration_noise) is
+  // at most this: the repository's max_calibration_noise where it is
+  // stricter than the scheduler's. 0: any active node.
+  double max_node_noise = 0;
 };
 
 // The policy a candidate is judged under: `policy`, or when UNSPECIFIED the
@@ -273,6 +277,9 @@ class Store {
   // queued or leased. Returns the job id.
   virtual absl::StatusOr<int64_t> EnqueueCalibration(absl::string_view node_id,
                                                      int32_t max_attempts) = 0;
+  // QUEUED jobs that a node with calibration noise `noise` may not claim:
+  // their JobRequirements::max_node_noise is below it.
+  virtual absl::StatusOr<int64_t> CountQueuedOverNoiseLimit(double noise) = 0;
   // Leases up to max_jobs QUEUED jobs whose requirements the dimensions
   // meet: calibration first, then merge-queue re-measures, then CI, then
   // experiments; higher priority first within a class; then submission

@@ -494,6 +494,53 @@ TEST_P(StoreContractTest, ClaimMatchesNodeDimensions) {
   EXPECT_EQ(got[0].evaluation().id(), fp);
 }
 
+// A job with a noise limit (its repository's max_calibration_noise) goes
+// only to a node whose last calibration is within it, by a claim or by the
+// claim that follows a verdict; the store counts what waits for calmer nodes.
+TEST_P(StoreContractTest, ANoiseLimitedJobGoesOnlyToANodeWithinTheLimit) {
+  auto calibrated = [&](const std::string& name, double noise) {
+    absl::StatusOr<v1::Node> n = store_->RegisterNode(name, Dims());
+    EXPECT_TRUE(n.ok()) << n.status();
+    EXPECT_OK(store_->EnqueueCalibration(n->id(), 0).status());
+    std::vector<v1::Lease> c = Claim(n->id(), 1, Dims());
+    EXPECT_THAT(c, SizeIs(1));
+    EXPECT_OK(store_->FinishCalibration(Ref(c[0], n->id()), noise, v1::ACTIVE));
+    return n->id();
+  };
+  const std::string noisy = calibrated("noisy", 0.0409);
+  const std::string calm = calibrated("calm", 0.0016);
+  JobRequirements strict;
+  strict.max_node_noise = 0.03;
+  const std::string limited = SubmitOk(MakeCandidate("limited"), 0, 0, strict).id();
+  ASSERT_OK_AND_ASSIGN(int64_t waiting, store_->CountQueuedOverNoiseLimit(0.0409));
+  EXPECT_EQ(waiting, 1);
+  ASSERT_OK_AND_ASSIGN(int64_t none, store_->CountQueuedOverNoiseLimit(0.0016));
+  EXPECT_EQ(none, 0);
+  EXPECT_THAT(Claim(noisy, 5, Dims()), IsEmpty());
+
+  // Work without a limit still reaches the noisy node; after its verdict the
+  // limited job is not its next.
+  const std::string open = SubmitOk(MakeCandidate("open")).id();
+  std::vector<v1::Lease> got = Claim(noisy, 5, Dims());
+  ASSERT_THAT(got, SizeIs(1));
+  EXPECT_EQ(got[0].evaluation().id(), open);
+  ASSERT_OK_AND_ASSIGN(NextClaim next,
+                       store_->FinishLeaseAndClaimNext(Ref(got[0], noisy),
+                                                       MakeVerdict(v1::ACCEPT), absl::Seconds(45)));
+  EXPECT_FALSE(next.lease.has_value());
+
+  got = Claim(calm, 5, Dims());
+  ASSERT_THAT(got, SizeIs(1));
+  EXPECT_EQ(got[0].evaluation().id(), limited);
+
+  JobRequirements negative;
+  negative.max_node_noise = -0.01;
+  SubmitParams p;
+  p.candidate = MakeCandidate("negative");
+  p.requirements = negative;
+  EXPECT_EQ(store_->Submit(p).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_P(StoreContractTest, ClaimLeasesTheJob) {
   const std::string id = SubmitOk(MakeCandidate("c")).id();
   const absl::Time now = clock_.Now();

@@ -269,8 +269,17 @@ $fn$;
   return absl::StrCat(tables, triggers);
 }
 
+// A job's noise limit: only nodes whose A/A calibration noise is at most
+// req_max_node_noise (0: any) claim it; the repository's manifest sets it.
+std::string V2(Dialect dialect) {
+  return absl::StrCat("ALTER TABLE jobs ADD COLUMN req_max_node_noise ",
+                      dialect == Dialect::kPostgres ? "DOUBLE PRECISION" : "REAL",
+                      " NOT NULL DEFAULT 0;\n");
+}
+
 constexpr Migration kMigrations[] = {
     {1, "initial schema", &V1},
+    {2, "job noise limits", &V2},
 };
 
 constexpr char kMigrationsTable[] =

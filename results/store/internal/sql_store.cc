@@ -313,16 +313,16 @@ class SqlStore : public Store {
                     "priority, state, attempts, max_attempts, "
                     "req_accelerator_kind, req_min_accelerator_count, "
                     "req_min_accelerator_memory, req_fingerprint, req_node_id, "
-                    "enqueued_at_us, updated_at_us) VALUES ($1, $2, $3, $4, "
-                    "$5, "
-                    "0, $6, $7, $8, $9, $10, $11, $12, $12)",
+                    "req_max_node_noise, enqueued_at_us, updated_at_us) VALUES "
+                    "($1, $2, $3, $4, $5, "
+                    "0, $6, $7, $8, $9, $10, $11, $13, $12, $12)",
                     {static_cast<int>(v1::EVALUATION), id,
                      c.kind() == v1::CI || remeasure ? kClassCi
                                                      : kClassExperiment,
                      priority, kJobQueued, max_attempts, req.accelerator_kind,
                      req.min_accelerator_count,
                      req.min_accelerator_memory_bytes, req.fingerprint,
-                     req.node_id, now})
+                     req.node_id, now, req.max_node_noise})
                   .status());
           DG_RETURN_IF_ERROR(AuditTx(
               tx, now, c.submitter(), "submit", id,
@@ -513,6 +513,21 @@ class SqlStore : public Store {
   }
 
   // ---- Queue -------------------------------------------------------------
+
+  absl::StatusOr<int64_t> CountQueuedOverNoiseLimit(double noise) override {
+    int64_t count = 0;
+    DG_RETURN_IF_ERROR(Run(
+        "CountQueuedOverNoiseLimit", TxMode::kRead, [&](SqlTx& tx) -> absl::Status {
+          DG_ASSIGN_OR_RETURN(
+              SqlResult r,
+              tx.Exec("SELECT count(*) FROM jobs WHERE state = $1 AND req_max_node_noise > 0 "
+                      "AND req_max_node_noise < $2",
+                      {kJobQueued, noise}));
+          count = r.rows.at(0).Int(0);
+          return absl::OkStatus();
+        }));
+    return count;
+  }
 
   absl::StatusOr<int64_t> EnqueueCalibration(absl::string_view node_id,
                                              int32_t max_attempts) override {
@@ -1591,7 +1606,8 @@ class SqlStore : public Store {
 
   // Claim parameters: $1 accelerator kind, $2 count, $3 memory,
   // $4 fingerprint, $5 node id; then PostgreSQL: $6 now, $7 expiry (the
-  // limit is in the text); SQLite: $6 limit.
+  // limit is in the text); SQLite: $6 limit. A job with a noise limit goes
+  // only to a node whose last calibration is within it.
   static constexpr char kPgClaim[] =
       "WITH picked AS ("
       " SELECT id FROM jobs WHERE state = 1"
@@ -1600,6 +1616,8 @@ class SqlStore : public Store {
       " AND req_min_accelerator_memory <= $3"
       " AND (req_fingerprint = '' OR req_fingerprint = $4)"
       " AND (req_node_id = '' OR req_node_id = $5)"
+      " AND (req_max_node_noise = 0 OR req_max_node_noise >="
+      " (SELECT calibration_noise FROM nodes WHERE id = $5))"
       " ORDER BY priority_class, priority DESC, id LIMIT @LIMIT@"
       " FOR UPDATE SKIP LOCKED),"
       " claimed AS ("
@@ -1629,6 +1647,8 @@ class SqlStore : public Store {
       " AND req_min_accelerator_memory <= $3"
       " AND (req_fingerprint = '' OR req_fingerprint = $4)"
       " AND (req_node_id = '' OR req_node_id = $5)"
+      " AND (req_max_node_noise = 0 OR req_max_node_noise >="
+      " (SELECT calibration_noise FROM nodes WHERE id = $5))"
       " ORDER BY priority_class, priority DESC, id LIMIT $6";
 
   // What both finish statements (PgFinish, kPgFinishAndClaimBatch) write
@@ -1707,7 +1727,8 @@ class SqlStore : public Store {
   // statements could each wait for the other.
   static constexpr char kPgClaimAfterFinish[] =
       ", n AS (SELECT state, accelerator_kind, accelerator_count,"
-      " accelerator_memory_bytes, fingerprint FROM nodes WHERE id = $2),"
+      " accelerator_memory_bytes, fingerprint, calibration_noise FROM nodes"
+      " WHERE id = $2),"
       " picked AS ("
       " SELECT id FROM jobs WHERE state = 1"
       " AND (SELECT count(*) FROM j) = 1 AND (SELECT count(*) FROM e) = 1"
@@ -1720,6 +1741,8 @@ class SqlStore : public Store {
       " AND (req_fingerprint = '' OR req_fingerprint = (SELECT fingerprint"
       " FROM n))"
       " AND (req_node_id = '' OR req_node_id = $2)"
+      " AND (req_max_node_noise = 0"
+      " OR req_max_node_noise >= (SELECT calibration_noise FROM n))"
       " ORDER BY priority_class, priority DESC, id LIMIT 1"
       " FOR UPDATE SKIP LOCKED),"
       " claimed AS ("
@@ -1807,12 +1830,14 @@ class SqlStore : public Store {
       "@FINISH@"
       " n AS (SELECT l.item, nodes.id, nodes.state, nodes.accelerator_kind,"
       " nodes.accelerator_count, nodes.accelerator_memory_bytes,"
-      " nodes.fingerprint FROM l JOIN nodes ON nodes.id = l.node_id),"
+      " nodes.fingerprint, nodes.calibration_noise FROM l JOIN nodes"
+      " ON nodes.id = l.node_id),"
       " ready AS (SELECT * FROM n WHERE state = 2"
       " AND (SELECT count(*) FROM j) = (SELECT count(*) FROM l)"
       " AND (SELECT count(*) FROM e) = (SELECT count(*) FROM l)),"
       " batched AS (SELECT count(DISTINCT (accelerator_kind,"
-      " accelerator_count, accelerator_memory_bytes, fingerprint)) <= 1"
+      " accelerator_count, accelerator_memory_bytes, fingerprint,"
+      " calibration_noise)) <= 1"
       " AND NOT EXISTS (SELECT 1 FROM jobs WHERE state = 1"
       " AND req_node_id <> '' AND req_node_id IN (SELECT id FROM ready))"
       " AS yes FROM ready),"
@@ -1827,6 +1852,8 @@ class SqlStore : public Store {
       " AND (req_fingerprint = '' OR req_fingerprint = (SELECT fingerprint"
       " FROM d))"
       " AND req_node_id = ''"
+      " AND (req_max_node_noise = 0"
+      " OR req_max_node_noise >= (SELECT calibration_noise FROM d))"
       " ORDER BY priority_class, priority DESC, id LIMIT @LIMIT@"
       " FOR UPDATE SKIP LOCKED),"
       " ranked AS (SELECT id, row_number() OVER (ORDER BY priority_class,"
@@ -1938,6 +1965,9 @@ class SqlStore : public Store {
   static absl::Status ValidateRequirements(const JobRequirements& r) {
     if (r.min_accelerator_count < 0 || r.min_accelerator_memory_bytes < 0) {
       return Invalid("requirements have a negative minimum");
+    }
+    if (!(r.max_node_noise >= 0) || !std::isfinite(r.max_node_noise)) {
+      return Invalid("requirements have a noise limit that is not a non-negative number");
     }
     return absl::OkStatus();
   }
