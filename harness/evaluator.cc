@@ -1155,7 +1155,15 @@ void Evaluation::FindUnchangedBenchmarks() {
   for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
     const size_t metrics = b.metrics_size();
     first_metric += metrics;
-    if (!SkipsWhenIdentical(b) || !InScope(b)) continue;
+    if (!InScope(b)) continue;
+    if (!SkipsWhenIdentical(b)) {
+      // Unset, yet not comparable: say why it is measured.
+      if (!b.has_skip_when_identical()) {
+        Say(v1::MICROBENCHMARK, absl::StrFormat("%s: measured, %s", b.name(),
+                                                InputIdentityProblem(b).value_or("")));
+      }
+      continue;
+    }
     absl::StatusOr<std::string> baseline = BenchmarkInputsDigest(b, checkout_.baseline_dir);
     absl::StatusOr<std::string> candidate = BenchmarkInputsDigest(b, checkout_.candidate_dir);
     if (baseline.ok() && candidate.ok()) {

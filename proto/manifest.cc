@@ -754,12 +754,41 @@ std::string BenchmarkExecutable(const v1::BenchmarkSpec& b) {
 }
 
 std::optional<std::string> InputIdentityProblem(const v1::BenchmarkSpec& b) {
-  for (absl::string_view op : {"|", ";", "&", "<", ">", "`", "$(", "${", "\n"}) {
-    if (absl::StrContains(b.command(), op)) {
+  // What the shell would act on: operators outside quotes, and
+  // substitutions outside single quotes (a filter like
+  // --benchmark_filter='a|b$' is one argument).
+  const std::string& command = b.command();
+  char quote = 0;
+  for (size_t i = 0; i < command.size(); ++i) {
+    const char c = command[i];
+    if (quote == '\'') {
+      if (c == '\'') quote = 0;
+      continue;
+    }
+    if (c == '\\' && i + 1 < command.size()) {
+      ++i;
+      continue;
+    }
+    if (c == '"') {
+      quote = quote == '"' ? 0 : '"';
+      continue;
+    }
+    if (c == '\'' && quote == 0) {
+      quote = '\'';
+      continue;
+    }
+    std::string op;
+    if (c == '`' || (c == '$' && i + 1 < command.size() &&
+                     (command[i + 1] == '(' || command[i + 1] == '{'))) {
+      op = c == '`' ? "`" : command.substr(i, 2);
+    } else if (quote == 0 && absl::string_view("|;&<>\n").find(c) != absl::string_view::npos) {
+      op = std::string(1, c);
+    }
+    if (!op.empty()) {
       return absl::StrFormat(
           "its inputs can only be compared for one program, and the command has \"%s\"; "
           "move the pipeline into a script and name what it reads in reads",
-          op == "\n" ? "a newline" : std::string(op));
+          op == "\n" ? "a newline" : op);
     }
   }
   const std::string executable = BenchmarkExecutable(b);

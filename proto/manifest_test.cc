@@ -141,9 +141,18 @@ TEST(ManifestTest, UnchangedBenchmarksAreSkippedByDefaultWhereTheirInputsCanBeCo
   EXPECT_TRUE(SkipsWhenIdentical(b));
   b.mutable_skip_when_identical()->set_value(false);
   EXPECT_FALSE(SkipsWhenIdentical(b));
+  // Quoted, an operator is part of one argument: the shell runs one program.
+  for (const char* command :
+       {"bazel-bin/kernels/kda/kda_decode_bench --benchmark_filter='BM_(naive|fused)/32$'",
+        "bin/bench --label \"a|b; c > d\"", "bin/bench --name=a\\|b"}) {
+    v1::BenchmarkSpec quoted;
+    quoted.set_command(command);
+    EXPECT_EQ(InputIdentityProblem(quoted), std::nullopt) << command;
+  }
 
   for (const char* command : {"python3 bench.py", "bin/bench | tee out", "/opt/bench",
-                              "../bin/bench", "bin/bench --n=$(nproc)"}) {
+                              "../bin/bench", "bin/bench --n=$(nproc)",
+                              "bin/bench --n=\"$(nproc)\"", "bin/bench 'a' | tee out"}) {
     v1::BenchmarkSpec unprovable;
     unprovable.set_command(command);
     EXPECT_NE(InputIdentityProblem(unprovable), std::nullopt) << command;
