@@ -65,6 +65,26 @@ else
   status=1
 fi
 
+# Nothing the demo started outlives it: no process of its arms' users (the
+# baselines' 59000, the candidates' 59001 and 59101) and none naming its
+# output directory (its scheduler, nodes and their Bazel servers). The
+# sandboxes are PID namespaces that die with their node; the kernel takes a
+# moment to finish that after the exit, hence the short poll.
+left=""
+for _ in $(seq 50); do
+  left="$(ps -eo uid=,pid=,args= | awk -v out="$demo_out" \
+    '($1 >= 59000 && $1 < 59200) || index($0, out) { print }' | grep -v awk || true)"
+  [[ -z "$left" ]] && break
+  sleep 0.2
+done
+if [[ -z "$left" ]]; then
+  echo "//:demo_quick_leaves_nothing_running PASSED" | tee -a "$log"
+else
+  printf '%s\n' "$left" >&2
+  echo "//:demo_quick_leaves_nothing_running FAILED" | tee -a "$log"
+  status=1
+fi
+
 passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")
 failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE)' "$log")
 if [[ $status -ne 0 && $failed -eq 0 ]]; then
