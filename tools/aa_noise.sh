@@ -12,7 +12,10 @@
 #   tools/aa_noise.sh DENSEGATE REPO BASELINE_REF FILE [RUNS] [CPU] [EVAL_FLAG...]
 #
 # EVAL_FLAGs go to `densegate eval` as they are (e.g. --unsafe_no_sandbox, to
-# measure what the sandbox adds).
+# measure what the sandbox adds). AA_POLICY=gain judges each run under the
+# gain policy, where an accept is a false accept (default no-regression);
+# each run's exit code goes to WORK/decisions.tsv (0 accept, 1 reject, 3
+# inconclusive, 4 infrastructure).
 #
 # To compare two builds of densegate (e.g. before and after a harness
 # change), run it for each on the same repository, one after the other, on
@@ -24,6 +27,7 @@ if [ $# -lt 4 ]; then
   exit 2
 fi
 densegate=$(realpath "$1") repo=$2 base=$3 file=$4 runs=${5:-2} cpu=${6:-1}
+policy=${AA_POLICY:-no-regression}
 shift $(($# < 6 ? $# : 6))
 work=$(mktemp -d /tmp/densegate-aa.XXXXXX)
 echo "aa_noise: $densegate ($("$densegate" version | sed -n 2p | awk '{print $2}' | cut -c1-10)), work in $work" >&2
@@ -36,7 +40,9 @@ for run in $(seq "$runs"); do
   mkdir -p "$work/out-$run"
   # Exit 3 (inconclusive) is an answer too; the samples are what counts.
   taskset -c "$cpu" "$densegate" eval --repo "$work/repo" --baseline "$base" --candidate aa \
-    --policy no-regression --workspace "$work/ws" --out "$work/out-$run" "$@" >"$work/eval-$run.log" 2>&1 || true
+    --policy "$policy" --workspace "$work/ws" --out "$work/out-$run" "$@" >"$work/eval-$run.log" 2>&1 || rc=$?
+  printf '%d\t%s\t%d\n' "$run" "$policy" "${rc:-0}" >>"$work/decisions.tsv"
+  unset rc
   test -s "$work/out-$run/samples.json" || { echo "run $run measured nothing: $work/eval-$run.log" >&2; exit 1; }
 done
 python3 - "$work" "$runs" <<'EOF'
