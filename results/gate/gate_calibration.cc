@@ -104,14 +104,9 @@ class Machine {
   int runs_ = 0;
 };
 
-struct Outcome {
-  v1::Decision decision;
-  int pairs;
-};
-
-Outcome SimulateCandidate(Noise noise, double true_speedup, v1::Policy policy,
-                          uint64_t seed) {
-  Machine machine(noise, seed);
+// The gate's input for one simulated candidate: a single primary kernel
+// time (ns, lower is better) under `policy`, no samples yet.
+GateInput KernelGateInput(v1::Policy policy, uint64_t seed) {
   GateInput in;
   in.policy = policy;
   in.seed = seed;
@@ -121,6 +116,18 @@ Outcome SimulateCandidate(Noise noise, double true_speedup, v1::Policy policy,
   m.direction = v1::LOWER_IS_BETTER;
   m.primary = true;
   in.metrics.push_back(m);
+  return in;
+}
+
+struct Outcome {
+  v1::Decision decision;
+  int pairs;
+};
+
+Outcome SimulateCandidate(Noise noise, double true_speedup, v1::Policy policy,
+                          uint64_t seed) {
+  Machine machine(noise, seed);
+  GateInput in = KernelGateInput(policy, seed);
   MetricSamples& s = in.metrics[0];
   const double base = 1000, cand = base / true_speedup;
   int target = PlanLooks(in.params).pairs.front();
@@ -269,15 +276,7 @@ struct PhasedOutcome {
 PhasedOutcome SimulatePhasedCandidate(ProbePolicy policy, double process_seconds,
                                       double true_speedup, uint64_t seed) {
   PhasedHost host(seed);
-  GateInput in;
-  in.policy = v1::GAIN;
-  in.seed = seed;
-  MetricSamples m;
-  m.name = "kernel";
-  m.unit = "ns";
-  m.direction = v1::LOWER_IS_BETTER;
-  m.primary = true;
-  in.metrics.push_back(m);
+  GateInput in = KernelGateInput(v1::GAIN, seed);
   MetricSamples& s = in.metrics[0];
   const double base = 1000, cand = base / true_speedup;
   const bool probing = policy != ProbePolicy::kNoProbe;
