@@ -176,25 +176,27 @@ void CheckWord(Checker& c, const std::string& field, const std::string& word,
   }
 }
 
-// A runner, results or protected path must stay inside the worktree.
-// Returns false (and reports) when it does not.
-bool CheckRelativePath(Checker& c, const std::string& field,
-                       const std::string& path) {
-  if (path.empty()) return true;
+// Why `path` (a runner, results, protected or executable path) would not
+// stay inside the worktree, or nullopt when it does (an empty one does).
+std::optional<std::string> RelativePathProblem(const std::string& path) {
+  if (path.empty()) return std::nullopt;
   if (path.front() == '/') {
-    c.Error(field, absl::StrFormat(
-                       "\"%s\" must be relative to the repository root", path));
-    return false;
+    return absl::StrFormat("\"%s\" must be relative to the repository root", path);
   }
   for (absl::string_view part : absl::StrSplit(path, '/')) {
     if (part == "..") {
-      c.Error(field,
-              absl::StrFormat("\"%s\" must not leave the repository ('..')",
-                              path));
-      return false;
+      return absl::StrFormat("\"%s\" must not leave the repository ('..')", path);
     }
   }
-  return true;
+  return std::nullopt;
+}
+
+// Returns false (and reports) when `path` does not stay inside the worktree.
+bool CheckRelativePath(Checker& c, const std::string& field,
+                       const std::string& path) {
+  std::optional<std::string> problem = RelativePathProblem(path);
+  if (problem) c.Error(field, *problem);
+  return !problem;
 }
 
 void CheckBuild(Checker& c, const Manifest& m) {
@@ -792,9 +794,8 @@ std::optional<std::string> InputIdentityProblem(const v1::BenchmarkSpec& b) {
     }
   }
   const std::string executable = BenchmarkExecutable(b);
-  bool inside = !executable.empty() && executable.front() != '/';
-  for (absl::string_view part : absl::StrSplit(executable, '/')) inside = inside && part != "..";
-  if (!inside || !absl::StrContains(executable, '/') || absl::StrContains(executable, '\'') ||
+  if (executable.empty() || RelativePathProblem(executable) ||
+      !absl::StrContains(executable, '/') || absl::StrContains(executable, '\'') ||
       absl::StrContains(executable, '"')) {
     return absl::StrFormat(
         "its inputs can only be compared when the first word is the executable's path in "
