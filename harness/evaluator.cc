@@ -192,11 +192,20 @@ class Evaluation {
   // marked inputs_identical (never measured). Records each one's digests in
   // benchmark_inputs_. Call once metrics_ is built.
   void FindUnchangedBenchmarks();
-  // Records what one arm of benchmark `b` generated in pair `pair`; once
-  // both arms have, compares them (OutputCheck) and returns why the
-  // candidate's are not acceptable, or nullopt.
+  // The metrics of benchmark `b` (manifest order) from one run (`run` of
+  // pair `pair` in arm `arm`, logged as `name`), after checking what it
+  // generated (OutputCheck) and, for a Google Benchmark, that its times are
+  // real. Empty when the run failed: the candidate's failure or, in the
+  // baseline's arm, the infrastructure error is recorded and `stage` ended.
+  std::vector<double> MeasuredValues(const v1::BenchmarkSpec& b, bool candidate,
+                                     const std::string& arm, int pair, int run,
+                                     const std::string& pair_seed, const std::string& name,
+                                     const ProcessResult& r, StageRun* stage);
+  // Records what one arm of benchmark `b` generated in run `run` of pair
+  // `pair`; once both arms' same run has, compares them (OutputCheck) and
+  // returns why the candidate's are not acceptable, or nullopt.
   std::optional<std::string> OutputMismatch(const v1::BenchmarkSpec& b, bool candidate, int pair,
-                                            GeneratedTokens tokens);
+                                            int run, GeneratedTokens tokens);
   // Under a declared precision change: why a benchmark's agreement pooled
   // over its pairs is below its OutputCheck's bound, or nullopt.
   std::optional<std::string> PooledOutputMismatch() const;
@@ -258,9 +267,9 @@ class Evaluation {
   // candidate's doing, not the node's.
   bool candidate_filled_disk_ = false;
   // OutputCheck: what each arm (0 baseline, 1 candidate) of a benchmark
-  // generated in a pair, by (benchmark, pair), and per benchmark the
+  // generated in a run of a pair, by (benchmark, pair, run), and per benchmark the
   // comparisons of all its pairs pooled.
-  std::map<std::pair<std::string, int>, GeneratedTokens> generated_[2];
+  std::map<std::tuple<std::string, int, int>, GeneratedTokens> generated_[2];
   std::map<std::string, OutputComparison> agreement_;
   // Benchmarks and timed kernel checks not measured: their inputs (a
   // check: its runner) were identical in both arms.
@@ -688,6 +697,17 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
                         timed_checks[i]->name()));
   }
   const bool nothing_to_measure = benchmarks_unchanged && unchanged_checks == timed_checks.size();
+  // A noisy node measures its end-to-end samples more precisely, never
+  // with wider bounds (EndToEndRunsPerArm).
+  const int runs_per_arm = EndToEndRunsPerArm(request_.node_noise);
+  host_.set_node_noise(request_.node_noise);
+  host_.set_end_to_end_runs_per_arm(runs_per_arm);
+  if (runs_per_arm > 1 && has_e2e && !nothing_to_measure) {
+    Say(v1::END_TO_END,
+        absl::StrFormat("node calibrated at %.2f%% noise (quiet: %.1f%%): each end-to-end "
+                        "benchmark runs %d times per arm and pair, its sample their geometric mean",
+                        100 * request_.node_noise, 100 * kQuietNodeNoise, runs_per_arm));
+  }
   int pairs = 0;
   int target = nothing_to_measure ? 0 : results::PlanLooks(gate_input_.params).pairs.front();
   int64_t next_sample_id = 1;
@@ -803,7 +823,9 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
     counter_samples_ = before.counters;
     // Both arms' outputs of the pair are generated again, and compared once.
     agreement_ = before.agreement;
-    for (auto& arm : generated_) arm.erase({benchmark, pairs});
+    for (auto& arm : generated_) {
+      for (int run = 0; run < runs_per_arm; ++run) arm.erase({benchmark, pairs, run});
+    }
     next_sample_id = before.next_id;
     // Backoff: 5 s after the first unsteady measurement, doubling with each
     // one in a row (across pairs), capped at a minute and at what is left
@@ -873,101 +895,26 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
               std::string command =
                   absl::StrReplaceAll(b.command(), {{kSeedPlaceholder, pair_seed}});
               if (b.kind() == v1::GOOGLE_BENCHMARK) command += " --benchmark_format=json";
-              std::string name = absl::StrFormat("bench-%s-%s-%d", b.name(), arm, pairs);
-              absl::StatusOr<ProcessResult> r = Shell(command, candidate, name, b.timeout_s(),
-                                                      ArmSandbox(candidate, Access::kMeasure));
-              if (!r.ok()) return r.status();
-              std::string out = ReadOutputFile(LogPath(name + ".out"));
-              auto fail = [&](v1::ReasonCode code, std::string message) {
-                message = absl::StrFormat("%s benchmark %s (%s, pair %d): %s", arm, b.name(),
-                                          b.command(), pairs, message);
-                if (!candidate) {
-                  infrastructure_ = absl::FailedPreconditionError(message);
-                  micro.End(v1::STAGE_ERROR, message);
-                } else {
-                  failures_.push_back(Reason(code, micro.stage().kind(), message));
-                  micro.End(v1::STAGE_FAILED, message);
-                }
-              };
-              if (!r->ok()) {
-                fail(v1::CORRECTNESS_FAILED,
-                     absl::StrCat(r->Describe(), "\n",
-                                  LastLines(ReadOutputFile(LogPath(name + ".err")), 6)));
-                return false;
+              const int runs = b.kind() == v1::JSON_COMMAND ? runs_per_arm : 1;
+              // Per metric, the log of each run's value: the sample is their
+              // geometric mean (EndToEndRunsPerArm).
+              std::vector<double> log_sum(b.metrics_size(), 0);
+              double wall_seconds = 0, cpu_seconds = 0;
+              for (int run = 0; run < runs; ++run) {
+                std::string name = absl::StrFormat("bench-%s-%s-%d", b.name(), arm, pairs);
+                if (run > 0) absl::StrAppend(&name, "-run", run + 1);
+                absl::StatusOr<ProcessResult> r = Shell(command, candidate, name, b.timeout_s(),
+                                                        ArmSandbox(candidate, Access::kMeasure));
+                if (!r.ok()) return r.status();
+                wall_seconds += r->wall_seconds;
+                cpu_seconds += r->user_seconds + r->system_seconds;
+                const std::vector<double> values =
+                    MeasuredValues(b, candidate, arm, pairs, run, pair_seed, name, *r, &micro);
+                if (values.empty()) return false;  // MeasuredValues recorded why.
+                for (size_t i = 0; i < values.size(); ++i) log_sum[i] += std::log(values[i]);
               }
               std::vector<double> values;
-              if (b.kind() == v1::GOOGLE_BENCHMARK) {
-                absl::StatusOr<std::vector<BenchmarkRun>> runs = ParseGoogleBenchmarkJson(out);
-                if (absl::IsFailedPrecondition(runs.status())) {
-                  // The benchmark checked what it timed and found it wrong, yet
-                  // the tests passed: the code behaves differently when measured.
-                  fail(v1::GAMING,
-                       absl::StrCat(runs.status().message(),
-                                    "; the correctness stage passed, so the candidate takes a "
-                                    "different path when it is benchmarked"));
-                  return false;
-                }
-                if (!runs.ok()) {
-                  fail(v1::CORRECTNESS_FAILED, std::string(runs.status().message()));
-                  return false;
-                }
-                double claimed = ClaimedTimedSeconds(*runs);
-                if (claimed > r->wall_seconds) {
-                  fail(v1::GAMING,
-                       absl::StrFormat("reports %.3f s of timed work in a process that lived "
-                                       "%.3f s by the harness's clock: its times are not real",
-                                       claimed, r->wall_seconds));
-                  return false;
-                }
-                for (const v1::MetricSpec& m : b.metrics()) {
-                  absl::StatusOr<double> v = GoogleBenchmarkMetric(*runs, m);
-                  if (!v.ok()) {
-                    fail(v1::CORRECTNESS_FAILED, std::string(v.status().message()));
-                    return false;
-                  }
-                  values.push_back(*v);
-                }
-              } else {
-                for (const v1::MetricSpec& m : b.metrics()) {
-                  absl::StatusOr<double> v = JsonNumberAt(out, m.source());
-                  if (!v.ok() || !(*v > 0) || !std::isfinite(*v)) {
-                    fail(v1::CORRECTNESS_FAILED,
-                         v.ok()
-                             ? absl::StrFormat("%s = %g is not a positive number", m.source(), *v)
-                             : std::string(v.status().message()));
-                    return false;
-                  }
-                  values.push_back(*v);
-                }
-                if (b.has_outputs()) {
-                  absl::StatusOr<GeneratedTokens> tokens =
-                      JsonTokenSequencesAt(out, b.outputs().source());
-                  if (!tokens.ok()) {
-                    fail(v1::CORRECTNESS_FAILED, std::string(tokens.status().message()));
-                    return false;
-                  }
-                  if (std::optional<std::string> mismatch =
-                          OutputMismatch(b, candidate, pairs, *std::move(tokens))) {
-                    const std::string message = absl::StrFormat(
-                        "candidate benchmark %s (pair %d, prompts from seed %s): %s", b.name(),
-                        pairs, pair_seed, *mismatch);
-                    failures_.push_back(Reason(v1::OUTPUT_MISMATCH, v1::END_TO_END, message));
-                    micro.End(v1::STAGE_FAILED, message);
-                    return false;
-                  }
-                }
-                if (!b.counters().empty()) {
-                  // Explanatory only: a missing counters object costs the
-                  // attribution, not the verdict.
-                  absl::StatusOr<std::map<std::string, double>> counters =
-                      JsonNumbersAt(out, b.counters());
-                  for (const auto& [counter, value] :
-                       counters.ok() ? *counters : std::map<std::string, double>{}) {
-                    auto& arms = counter_samples_[b.name()][counter];
-                    (candidate ? arms.second : arms.first).push_back(value);
-                  }
-                }
-              }
+              for (double sum : log_sum) values.push_back(std::exp(sum / runs));
               for (size_t i = 0; i < values.size(); ++i, ++metric_index) {
                 MetricSamples& s = metrics_[metric_index];
                 // Kept out of the samples too, so that recompute sees what the gate saw.
@@ -980,8 +927,8 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
                 sample.set_pair_index(pairs);
                 sample.set_value(values[i]);
                 sample.set_unit(s.unit);
-                sample.set_process_wall_seconds(r->wall_seconds);
-                sample.set_process_cpu_seconds(r->user_seconds + r->system_seconds);
+                sample.set_process_wall_seconds(wall_seconds);
+                sample.set_process_cpu_seconds(cpu_seconds);
                 samples_.push_back(sample);
               }
               return true;
@@ -1120,11 +1067,110 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   return true;
 }
 
+std::vector<double> Evaluation::MeasuredValues(const v1::BenchmarkSpec& b, bool candidate,
+                                               const std::string& arm, int pair, int run,
+                                               const std::string& pair_seed,
+                                               const std::string& name, const ProcessResult& r,
+                                               StageRun* stage) {
+  std::string out = ReadOutputFile(LogPath(name + ".out"));
+  auto fail = [&](v1::ReasonCode code, std::string message) {
+    message = absl::StrFormat("%s benchmark %s (%s, pair %d): %s", arm, b.name(),
+                              b.command(), pair, message);
+    if (!candidate) {
+      infrastructure_ = absl::FailedPreconditionError(message);
+      stage->End(v1::STAGE_ERROR, message);
+    } else {
+      failures_.push_back(Reason(code, stage->stage().kind(), message));
+      stage->End(v1::STAGE_FAILED, message);
+    }
+  };
+  if (!r.ok()) {
+    fail(v1::CORRECTNESS_FAILED,
+         absl::StrCat(r.Describe(), "\n",
+                      LastLines(ReadOutputFile(LogPath(name + ".err")), 6)));
+    return {};
+  }
+  std::vector<double> values;
+  if (b.kind() == v1::GOOGLE_BENCHMARK) {
+    absl::StatusOr<std::vector<BenchmarkRun>> runs = ParseGoogleBenchmarkJson(out);
+    if (absl::IsFailedPrecondition(runs.status())) {
+      // The benchmark checked what it timed and found it wrong, yet
+      // the tests passed: the code behaves differently when measured.
+      fail(v1::GAMING,
+           absl::StrCat(runs.status().message(),
+                        "; the correctness stage passed, so the candidate takes a "
+                        "different path when it is benchmarked"));
+      return {};
+    }
+    if (!runs.ok()) {
+      fail(v1::CORRECTNESS_FAILED, std::string(runs.status().message()));
+      return {};
+    }
+    double claimed = ClaimedTimedSeconds(*runs);
+    if (claimed > r.wall_seconds) {
+      fail(v1::GAMING,
+           absl::StrFormat("reports %.3f s of timed work in a process that lived "
+                           "%.3f s by the harness's clock: its times are not real",
+                           claimed, r.wall_seconds));
+      return {};
+    }
+    for (const v1::MetricSpec& m : b.metrics()) {
+      absl::StatusOr<double> v = GoogleBenchmarkMetric(*runs, m);
+      if (!v.ok()) {
+        fail(v1::CORRECTNESS_FAILED, std::string(v.status().message()));
+        return {};
+      }
+      values.push_back(*v);
+    }
+  } else {
+    for (const v1::MetricSpec& m : b.metrics()) {
+      absl::StatusOr<double> v = JsonNumberAt(out, m.source());
+      if (!v.ok() || !(*v > 0) || !std::isfinite(*v)) {
+        fail(v1::CORRECTNESS_FAILED,
+             v.ok()
+                 ? absl::StrFormat("%s = %g is not a positive number", m.source(), *v)
+                 : std::string(v.status().message()));
+        return {};
+      }
+      values.push_back(*v);
+    }
+    if (b.has_outputs()) {
+      absl::StatusOr<GeneratedTokens> tokens =
+          JsonTokenSequencesAt(out, b.outputs().source());
+      if (!tokens.ok()) {
+        fail(v1::CORRECTNESS_FAILED, std::string(tokens.status().message()));
+        return {};
+      }
+      if (std::optional<std::string> mismatch =
+              OutputMismatch(b, candidate, pair, run, *std::move(tokens))) {
+        const std::string message = absl::StrFormat(
+            "candidate benchmark %s (pair %d, prompts from seed %s): %s", b.name(),
+            pair, pair_seed, *mismatch);
+        failures_.push_back(Reason(v1::OUTPUT_MISMATCH, v1::END_TO_END, message));
+        stage->End(v1::STAGE_FAILED, message);
+        return {};
+      }
+    }
+    if (!b.counters().empty()) {
+      // Explanatory only: a missing counters object costs the
+      // attribution, not the verdict.
+      absl::StatusOr<std::map<std::string, double>> counters =
+          JsonNumbersAt(out, b.counters());
+      for (const auto& [counter, value] :
+           counters.ok() ? *counters : std::map<std::string, double>{}) {
+        auto& arms = counter_samples_[b.name()][counter];
+        (candidate ? arms.second : arms.first).push_back(value);
+      }
+    }
+  }
+  return values;
+}
+
 std::optional<std::string> Evaluation::OutputMismatch(const v1::BenchmarkSpec& b, bool candidate,
-                                                      int pair, GeneratedTokens tokens) {
-  generated_[candidate][{b.name(), pair}] = std::move(tokens);
-  const auto baseline = generated_[0].find({b.name(), pair});
-  const auto subject = generated_[1].find({b.name(), pair});
+                                                      int pair, int run, GeneratedTokens tokens) {
+  generated_[candidate][{b.name(), pair, run}] = std::move(tokens);
+  const auto baseline = generated_[0].find({b.name(), pair, run});
+  const auto subject = generated_[1].find({b.name(), pair, run});
   if (baseline == generated_[0].end() || subject == generated_[1].end()) return std::nullopt;
   const OutputComparison c = CompareGeneratedOutputs(baseline->second, subject->second);
   Pool(c, &agreement_[b.name()]);
@@ -1542,6 +1588,12 @@ absl::StatusOr<EvalOutcome> Evaluation::Run() {
 }
 
 }  // namespace
+
+int EndToEndRunsPerArm(double node_noise) {
+  if (!(node_noise > kQuietNodeNoise)) return 1;
+  const double runs = std::ceil(std::pow(node_noise / kQuietNodeNoise, 2) - 1e-9);
+  return static_cast<int>(std::min<double>(runs, kMaxEndToEndRunsPerArm));
+}
 
 Evaluator::Evaluator(EvaluatorOptions options, ProcessLauncher* launcher)
     : options_(std::move(options)), launcher_(launcher) {}

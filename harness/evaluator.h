@@ -22,7 +22,8 @@
 //   5+6. benchmarks: Google Benchmark binaries and timed kernel checks
 //      (microbenchmark stage) and JSON commands (end-to-end stage), baseline
 //      and candidate interleaved ABBA (the two arms of each benchmark back
-//      to back), each repetition a fresh process,
+//      to back), each repetition a fresh process (on a noisy node several
+//      per end-to-end sample: EndToEndRunsPerArm),
 //      pairs added until the sequential gate (results/gate) decides. A
 //      benchmark with skip_when_identical whose inputs are byte-identical in
 //      both arms is not run (harness/identity); a re-measure whose arms
@@ -77,6 +78,12 @@ struct EvalRequest {
   // benchmark with an OutputCheck then accepts the candidate's generated
   // tokens within its min_token_agreement instead of only identical ones.
   std::string precision_change;
+  // The node's latest calibration noise (robust coefficient of variation of
+  // its A/A calibration; v1::Lease::node_calibration_noise); 0: unknown. A
+  // noisy node runs each end-to-end benchmark several times per arm and
+  // pair (EndToEndRunsPerArm), so that its samples are as precise as a
+  // quiet node's instead of its bounds being wider.
+  double node_noise = 0;
   // Feedback bundle directory; empty: none.
   std::string out_dir;
   // Seeds the statistics (bootstrap); recorded in the verdict.
@@ -171,6 +178,21 @@ struct EvalOutcome {
   // as the verdict's provenance lists them).
   std::vector<v1::Sample> samples;
 };
+
+// Calibration noise at or below which a node runs each end-to-end benchmark
+// once per arm and pair: calm nodes of the development VM calibrate at
+// 0.2-1.3%.
+inline constexpr double kQuietNodeNoise = 0.015;
+inline constexpr int kMaxEndToEndRunsPerArm = 4;
+
+// Runs per arm and pair of an end-to-end (JSON_COMMAND) benchmark on a node
+// calibrated at `node_noise`: the sample is the geometric mean of the runs,
+// whose noise falls as one over the square root of their number, so
+// ceil((node_noise / kQuietNodeNoise)^2) runs bring a noisy node's samples
+// back to a quiet node's precision. At most kMaxEndToEndRunsPerArm (4 runs
+// match a node at 3%, the default manifest limit; noisier nodes get no gate
+// work from such a repository); 1 when the noise is unknown (0).
+int EndToEndRunsPerArm(double node_noise);
 
 class Evaluator {
  public:

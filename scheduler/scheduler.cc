@@ -484,6 +484,7 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
           ++s_->calibrations_;
           absl::MutexLock l(&s_->mu_);
           s_->last_calibration_[lease.node_id] = absl::Now();
+          s_->node_noise_[lease.node_id] = noise;
         }
         break;
       }
@@ -494,7 +495,7 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
     if (!st.ok()) return ToGrpc(st);
     if (claimed_with_verdict) {
       if (next.has_value()) {
-        s_->Grant(&*next);
+        s_->Grant(&*next, lease.node_id);
         *resp->mutable_next_lease() = *std::move(next);
       }
     } else if (req->claim_next()) {
@@ -701,12 +702,21 @@ absl::StatusOr<std::optional<v1::Lease>> Scheduler::ClaimFor(const std::string& 
     (void)store_->FailLease({lease.id(), node->id()}, "node not calibrated yet");
     return std::nullopt;
   }
-  Grant(&lease);
+  {
+    absl::MutexLock l(&mu_);
+    node_noise_[node->id()] = node->calibration_noise();
+  }
+  Grant(&lease, node->id());
   return std::move(lease);
 }
 
-void Scheduler::Grant(v1::Lease* lease) {
+void Scheduler::Grant(v1::Lease* lease, const std::string& node_id) {
   lease->set_heartbeat_interval_s(options_.heartbeat_interval_s);
+  {
+    absl::MutexLock l(&mu_);
+    const auto noise = node_noise_.find(node_id);
+    if (noise != node_noise_.end()) lease->set_node_calibration_noise(noise->second);
+  }
   if (lease->job_kind() == v1::EVALUATION) {
     const v1::Candidate& c = lease->evaluation().candidate();
     absl::MutexLock l(&mu_);

@@ -107,9 +107,10 @@ class Scheduler {
   // when one is due, else the next gate job its dimensions match. Empty when
   // nothing is queued for it, or it is quarantined.
   absl::StatusOr<std::optional<v1::Lease>> ClaimFor(const std::string& node_id);
-  // Readies a claimed lease for its node: the heartbeat interval, what the
-  // verdict will need (granted_leases_), and the prior measurement.
-  void Grant(v1::Lease* lease);
+  // Readies a claimed lease for node `node_id`: the heartbeat interval, the
+  // node's calibration noise, what the verdict will need (granted_leases_),
+  // and the prior measurement.
+  void Grant(v1::Lease* lease, const std::string& node_id);
   // A re-measure's lease gets the digests and samples of the evaluation it
   // re-measures (v1::PriorMeasurement); the node decides whether they stand.
   void AttachPrior(v1::Lease* lease);
@@ -192,6 +193,9 @@ class Scheduler {
   // The strictest repository noise limit submitted to this process (a
   // cheap test before asking the store which queued jobs a node misses).
   double strictest_noise_limit_ ABSL_GUARDED_BY(mu_) = 1e9;
+  // Each node's latest calibration noise as this process last read or
+  // recorded it (for its leases: v1::Lease::node_calibration_noise).
+  std::map<std::string, double> node_noise_ ABSL_GUARDED_BY(mu_);
   // When each node last finished (or, unseen, was first asked about) a
   // calibration.
   std::map<std::string, absl::Time> last_calibration_ ABSL_GUARDED_BY(mu_);

@@ -150,6 +150,7 @@ class EvalTest : public ::testing::Test {
     request.out_dir = Tmp() + "/out-" + name_;
     Sh("mkdir -p " + request.out_dir);
     request.seed = 7;
+    request.node_noise = node_noise_;
     absl::StatusOr<EvalOutcome> outcome = evaluator.Evaluate(request, &recorder_);
     EXPECT_TRUE(outcome.ok()) << outcome.status();
     EXPECT_TRUE(outcome->infrastructure_error.ok()) << outcome->infrastructure_error;
@@ -225,6 +226,8 @@ class EvalTest : public ::testing::Test {
   std::string precision_change_;
   // EvalRequest::metric_scope and prior of every Eval().
   std::vector<std::string> metric_scope_;
+  // EvalRequest::node_noise.
+  double node_noise_ = 0;
   v1::PriorMeasurement prior_;
   // EvaluatorOptions::precision_baselines of every Eval().
   PrecisionBaselineCache* precision_baselines_ = nullptr;
@@ -1011,6 +1014,70 @@ TEST_F(EvalTest, EndToEndCountersAndTracesGoToTheBundle) {
         nlohmann::json::parse(std::ifstream(absl::StrCat(out, "/traces/e2e-", arm, ".json")));
     EXPECT_EQ(trace["traceEvents"].size(), 1) << arm;
   }
+}
+
+TEST(EndToEndRunsPerArmTest, GrowWithTheSquareOfTheNodesNoiseUpToTheCap) {
+  EXPECT_EQ(EndToEndRunsPerArm(0), 1);  // Unknown.
+  EXPECT_EQ(EndToEndRunsPerArm(0.006), 1);
+  EXPECT_EQ(EndToEndRunsPerArm(kQuietNodeNoise), 1);
+  EXPECT_EQ(EndToEndRunsPerArm(0.016), 2);
+  EXPECT_EQ(EndToEndRunsPerArm(0.021), 2);  // (1.4x quiet)^2 = 1.96.
+  EXPECT_EQ(EndToEndRunsPerArm(0.022), 3);
+  EXPECT_EQ(EndToEndRunsPerArm(0.03), 4);
+  EXPECT_EQ(EndToEndRunsPerArm(0.0409), kMaxEndToEndRunsPerArm);
+}
+
+// A node calibrated at 3% runs each end-to-end benchmark four times per arm
+// and pair, each run a process of its own, and the pair's sample is the
+// geometric mean of the four runs' values; the provenance says so.
+TEST_F(EvalTest, ANoisyNodeRunsEachEndToEndBenchmarkSeveralTimesPerArm) {
+  Write("densegate.json", R"({
+  "schema_version": 1,
+  "name": "tiny-e2e",
+  "build": {"command": "true", "timeout_s": 60},
+  "benchmarks": [{
+    "name": "e2e", "kind": "JSON_COMMAND", "command": "sh e2e.sh", "timeout_s": 60,
+    "skip_when_identical": false,
+    "metrics": [{"name": "e2e.throughput", "source": "throughput", "unit": "req/s",
+                 "direction": "HIGHER_IS_BETTER", "primary": true}]
+  }],
+  "gate": {"min_effect": 0.02, "regression_budget": 0.10, "min_pairs": 6, "max_pairs": 6},
+  "protected_paths": ["densegate.json"]
+})");
+  // Every run reports a throughput of its own (100-163).
+  Write("e2e.sh", R"sh(echo "{\"throughput\": $((100 + $(od -An -N1 -tu1 /dev/urandom) % 64))}"
+)sh");
+  Commit("baseline with a noisy end-to-end benchmark");
+  Write("notes.txt", "unrelated\n");
+  Commit("a change the benchmark does not see");
+  node_noise_ = 0.03;
+  EvalOutcome o = Eval(v1::NO_REGRESSION);
+  EXPECT_EQ(o.verdict.provenance().host().node_noise(), 0.03);
+  EXPECT_EQ(o.verdict.provenance().host().end_to_end_runs_per_arm(), 4);
+  const std::string logs = Tmp() + "/out-" + name_ + "/logs/";
+  int checked = 0;
+  for (const v1::Sample& s : o.samples) {
+    const std::string arm = s.arm() == v1::CANDIDATE ? "candidate" : "baseline";
+    double log_sum = 0;
+    for (int run = 1; run <= 4; ++run) {
+      std::string name = absl::StrFormat("bench-e2e-%s-%d", arm, s.pair_index());
+      if (run > 1) absl::StrAppend(&name, "-run", run);
+      std::ifstream out(logs + name + ".out");
+      ASSERT_TRUE(out.good()) << name;
+      nlohmann::json value = nlohmann::json::parse(out);
+      log_sum += std::log(value["throughput"].get<double>());
+    }
+    std::ifstream fifth(absl::StrFormat("%sbench-e2e-%s-%d-run5.out", logs, arm, s.pair_index()));
+    EXPECT_FALSE(fifth.good()) << "a fifth run of pair " << s.pair_index();
+    EXPECT_NEAR(s.value(), std::exp(log_sum / 4), 1e-9 * s.value()) << arm << " " << s.pair_index();
+    ++checked;
+  }
+  EXPECT_EQ(checked, 12);  // 6 pairs, two arms.
+  bool said = false;
+  for (const v1::Progress& p : recorder_.progress) {
+    said |= absl::StrContains(p.message(), "each end-to-end benchmark runs 4 times per arm and pair");
+  }
+  EXPECT_TRUE(said);
 }
 
 TEST_F(EvalTest, ACandidateThatFillsTheDiskFailsItsOwnEvaluation) {

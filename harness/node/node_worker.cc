@@ -267,6 +267,7 @@ absl::StatusOr<std::optional<v1::Lease>> NodeWorker::RunLease(const v1::Lease& l
     request.override_reason = c.override_reason();
     request.precision_change = c.precision_change();
     request.seed = std::hash<std::string>{}(lease.id());
+    request.node_noise = lease.node_calibration_noise();
     EvaluatorOptions eo;
     eo.workspace_root = options_.workspace_root;
     eo.node_id = node_id_;

@@ -151,7 +151,7 @@ v1::Verdict MakeVerdict(const GateInput& input, const GateResult& result,
   p->set_isolation(context.isolation);
   p->set_statistics_seed(input.seed);
   for (const auto& b : context.benchmark_inputs) *p->add_benchmark_inputs() = b;
-  if (context.host.probe_reads() > 0) *p->mutable_host() = context.host;
+  if (context.host.ByteSizeLong() > 0) *p->mutable_host() = context.host;
   *v.mutable_decided_at() = google::protobuf::util::TimeUtil::NanosecondsToTimestamp(
       absl::ToUnixNanos(absl::Now()));
   return v;
