@@ -151,6 +151,14 @@ int Watch(const ClientArgs& a, const std::string& id) {
   v1::Evaluation e;
   if (grpc::Status g = stub->GetEvaluation(&get_ctx, get, &e); !g.ok()) return Fail("watch", g);
   if (!a.json) PrintEvaluation(e);
+  if (!e.continued_by().empty()) {
+    // Its second part decides (v1::Evaluation::continued_by).
+    if (!a.json) {
+      std::cout << "noise left " << id << " inconclusive; its second part " << e.continued_by()
+                << " pools its pairs on a calm node and decides\n";
+    }
+    return Watch(a, e.continued_by());
+  }
   return ExitFor(e);
 }
 
@@ -234,9 +242,10 @@ std::vector<int> BisectSplits(int lo, int hi, int k) {
   return out;
 }
 
-// Polls until the evaluation ends.
+// Polls until the evaluation ends; one that noise left inconclusive is
+// followed to its second part, whose verdict decides.
 absl::StatusOr<v1::Evaluation> AwaitEvaluation(v1::Densegate::Stub* stub, const ClientArgs& a,
-                                               const std::string& id) {
+                                               std::string id) {
   while (true) {
     grpc::ClientContext ctx;
     Attach(a, &ctx);
@@ -245,6 +254,10 @@ absl::StatusOr<v1::Evaluation> AwaitEvaluation(v1::Densegate::Stub* stub, const 
     v1::Evaluation e;
     if (grpc::Status s = stub->GetEvaluation(&ctx, req, &e); !s.ok()) {
       return absl::UnavailableError(s.error_message());
+    }
+    if (!e.continued_by().empty()) {
+      id = e.continued_by();
+      continue;
     }
     if (e.state() == v1::FINISHED || e.state() == v1::CANCELLED || e.state() == v1::DEAD) {
       return e;

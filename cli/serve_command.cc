@@ -23,6 +23,7 @@ struct ServeArgs {
   int heartbeat_s = 10;
   int max_attempts = 3;
   double max_noise = 0.05;
+  double second_part_share = 0.1;
   int calibration_period_s = 6 * 3600;
   int max_concurrent_claims = results::StoreOptions().max_concurrent_claims;
 };
@@ -50,6 +51,7 @@ int Serve(const ServeArgs& a) {
   o.scheduler.heartbeat_interval_s = a.heartbeat_s;
   o.scheduler.max_attempts = a.max_attempts;
   o.scheduler.max_calibration_noise = a.max_noise;
+  o.scheduler.second_part_share = a.second_part_share;
   o.scheduler.calibration_period = absl::Seconds(a.calibration_period_s);
   absl::StatusOr<std::unique_ptr<scheduler::SchedulerServer>> server =
       scheduler::SchedulerServer::Start(o, std::move(*store));
@@ -105,6 +107,12 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--max_calibration_noise", args->max_noise,
                   "nodes whose A/A noise (CV) exceeds this are quarantined")
       ->capture_default_str();
+  cmd->add_option("--second_part_share", args->second_part_share,
+                  "share of each repository's error budget kept for one second part of an "
+                  "evaluation that noise leaves inconclusive, on a calm node (0: none; "
+                  "below 0.375, what the first look does not spend)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.37));
   cmd->add_option("--calibration_period_s", args->calibration_period_s,
                   "an active node measures its noise again this often")
       ->capture_default_str()

@@ -473,6 +473,17 @@ void Demo::FollowEvents(Row* row, const std::string& id, const std::string& pref
 
 void Demo::Follow(Row* row) {
   FollowEvents(row, row->id, "");
+  // Noise may leave it inconclusive: then its second part, on a calm node,
+  // decides (v1::Evaluation::continued_by).
+  for (absl::StatusOr<v1::Evaluation> e = Get(row->id);
+       !giving_up_ && e.ok() && !e->continued_by().empty(); e = Get(row->id)) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      row->id = row->watched_id = e->continued_by();
+      row->node_id.clear();
+    }
+    FollowEvents(row, row->id, "second part: ");
+  }
   // Then the merge queue: it may re-measure against a moved tip first.
   std::string followed_remeasure;
   while (!giving_up_) {

@@ -366,7 +366,8 @@ absl::StatusOr<bool> Evaluation::Preflight() {
   // Everything the gate needs besides the samples is known from here on,
   // for both the early-exit and the benchmark paths.
   gate_input_.policy = request_.policy == v1::POLICY_UNSPECIFIED ? v1::GAIN : request_.policy;
-  gate_input_.params = *params;
+  gate_input_.params = results::PartParameters(*params, request_.error_share,
+                                               !request_.continues.empty());
   gate_input_.claims = request_.claims;
   gate_input_.seed = request_.seed;
   if (absl::Status s =
@@ -713,6 +714,17 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   int64_t next_sample_id = 1;
   std::string prior_note;
   if (!nothing_to_measure) TakePriorSamples(&next_sample_id, &prior_note);
+  if (!nothing_to_measure && request_.error_share > 0 && request_.error_share < 1) {
+    Say(v1::MICROBENCHMARK,
+        request_.continues.empty()
+            ? absl::StrFormat("spends %.0f%% of the manifest's error budget; the rest is kept "
+                              "for a second part should noise leave it inconclusive",
+                              100 * request_.error_share)
+            : absl::StrFormat("second part of %s: spends the %.0f%% of the error budget it "
+                              "kept, looks at %d to %d pairs, pooled with its pairs",
+                              request_.continues, 100 * request_.error_share,
+                              gate_input_.params.min_pairs, gate_input_.params.max_pairs));
+  }
   // The metric the per-pair progress line shows: the first one measured,
   // preferring one whose pairs are not taken from a prior.
   std::vector<bool> taken_from_prior(metrics_.size(), false);

@@ -64,14 +64,20 @@ struct EvalRequest {
   // only these (v1::Candidate::metric_scope); each must be one the
   // baseline's manifest measures (else InvalidArgument).
   std::vector<std::string> metric_scope;
-  // A re-measure against a moved tip: the evaluation it re-measures (empty
-  // evaluation_id: none). When the prior ran on a node with this node's
+  // A re-measure against a moved tip, or a second part: the evaluation it
+  // re-measures or continues (empty evaluation_id: none). When the prior ran on a node with this node's
   // fingerprint, a benchmark with skip_when_identical whose arms read the
   // inputs (and manifest entry) whose digests the prior recorded for its
   // arms takes the prior's samples (the same programs on the same data on
   // the same kind of machine), measured further only if the gate asks for
   // more pairs; the other benchmarks and timed kernel checks are measured.
   v1::PriorMeasurement prior;
+  // Share of the manifest's error budget this evaluation spends (0: all),
+  // and the first part it continues (empty: none); see v1::Candidate and
+  // results::PartParameters. A second part's `prior` is its first part, so
+  // that the benchmarks whose inputs match pool that part's pairs.
+  double error_share = 0;
+  std::string continues;
   bool protected_path_override = false;
   std::string override_reason;
   // A declared change of numerics (v1::Candidate::precision_change): a

@@ -114,6 +114,15 @@ class Scheduler::ClientService final : public v1::Densegate::Service {
     absl::StatusOr<v1::Evaluation> e = s_->store_->GetEvaluation(req->id());
     if (!e.ok()) return ToGrpc(e.status());
     *resp = *e;
+    // Queued when the verdict landed; queued now if that was missed. If it
+    // cannot be (its repository is gone), the first part's verdict stands.
+    absl::StatusOr<std::string> second = s_->ContinueIfDue(*e);
+    if (second.ok()) {
+      resp->set_continued_by(*second);
+    } else {
+      std::cerr << "scheduler: cannot queue the second part of " << e->id() << ": "
+                << second.status() << "\n";
+    }
     return Status::OK;
   }
 
@@ -449,6 +458,12 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
         }
         // Kept after a failure: the node may retry (or the lease expires).
         if (st.ok()) s_->ForgetLease(lease.lease_id);
+        if (st.ok() && results::InconclusiveForNoise(verdict)) {
+          // Noise left it undecided: its second part, when it kept budget
+          // for one. Missed here (an error, a crash), GetEvaluation queues it.
+          absl::StatusOr<v1::Evaluation> e = s_->store_->GetEvaluation(verdict.evaluation_id());
+          if (e.ok()) (void)s_->ContinueIfDue(*e);
+        }
         if (st.ok() && verdict.decision() >= 0 && verdict.decision() < 4) {
           ++s_->verdicts_[verdict.decision()];
         }
@@ -536,7 +551,8 @@ grpc::Service* Scheduler::node_service() { return node_.get(); }
 
 absl::StatusOr<results::SubmitResult> Scheduler::Enqueue(const v1::SubmitRequest& req,
                                                          const std::string& submitter,
-                                                         const std::string& remeasure_of) {
+                                                         const std::string& remeasure_of,
+                                                         const v1::Evaluation* first_part) {
   struct stat st;
   if (::stat(req.repo().c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return absl::NotFoundError("repository path does not exist: " + req.repo());
@@ -567,7 +583,8 @@ absl::StatusOr<results::SubmitResult> Scheduler::Enqueue(const v1::SubmitRequest
       !s.ok()) {
     return s;
   }
-  if (req.kind() == v1::EXPERIMENT) {
+  // (A second part continues work already admitted.)
+  if (req.kind() == v1::EXPERIMENT && first_part == nullptr) {
     v1::ListEvaluationsRequest q;
     q.add_states(v1::QUEUED);
     q.set_kind(v1::EXPERIMENT);
@@ -589,6 +606,7 @@ absl::StatusOr<results::SubmitResult> Scheduler::Enqueue(const v1::SubmitRequest
   if (!req.precision_change().empty()) {
     absl::StrAppend(&identity, "\nprecision change ", req.precision_change());
   }
+  if (first_part != nullptr) absl::StrAppend(&identity, "\ncontinues ", first_part->id());
   c.set_id(Hex(identity));
   c.set_repo(req.repo());
   c.set_target_branch(req.target_branch());
@@ -613,19 +631,67 @@ absl::StatusOr<results::SubmitResult> Scheduler::Enqueue(const v1::SubmitRequest
   // The repository's noise limit where it is stricter than this
   // scheduler's (which already keeps noisier nodes quarantined): its gate
   // work goes only to nodes calibrated within it.
-  const double repo_noise = parsed->gate().max_calibration_noise();
-  if (repo_noise > 0 && repo_noise < options_.max_calibration_noise) {
-    p.requirements.max_node_noise = repo_noise;
+  double noise_limit = parsed->gate().max_calibration_noise();
+  if (!(noise_limit > 0)) noise_limit = options_.max_calibration_noise;
+  const double share = std::clamp(options_.second_part_share, 0.0, 0.375);
+  if (first_part != nullptr) {
+    // A second part: the budget kept for it, the first part's pairs (its
+    // prior, AttachPrior) and a calm node of the kind that measured them.
+    c.set_continues(first_part->id());
+    c.set_error_share(share);
+    p.requirements.fingerprint = first_part->verdict().provenance().node_fingerprint();
+    noise_limit = std::min(noise_limit, options_.second_part_max_node_noise);
+  } else if (share > 0 && share < 1) {
+    // (A merge-queue re-measure plans as the evaluation it re-measures did,
+    // but is never continued: the merge queue waits for its own verdict.)
+    c.set_error_share(1 - share);
+  }
+  if (noise_limit < options_.max_calibration_noise) {
+    p.requirements.max_node_noise = noise_limit;
     absl::MutexLock l(&mu_);
-    strictest_noise_limit_ = std::min(strictest_noise_limit_, repo_noise);
+    strictest_noise_limit_ = std::min(strictest_noise_limit_, noise_limit);
   }
   absl::StatusOr<results::SubmitResult> r = store_->Submit(p);
   if (r.ok()) Notify();
   return r;
 }
 
+absl::StatusOr<std::string> Scheduler::ContinueIfDue(const v1::Evaluation& first) {
+  if (!results::ContinuationDue(first)) return std::string();
+  {
+    absl::MutexLock l(&mu_);
+    const auto known = second_parts_.find(first.id());
+    if (known != second_parts_.end()) return known->second;
+  }
+  const v1::Candidate& c = first.candidate();
+  v1::SubmitRequest req;
+  req.set_repo(c.repo());
+  req.set_target_branch(c.target_branch());
+  req.set_baseline_ref(c.baseline_sha());
+  req.set_candidate_ref(c.candidate_sha());
+  req.set_kind(c.kind());
+  req.set_policy(c.policy());
+  *req.mutable_claims() = c.claims();
+  req.set_hypothesis(absl::StrFormat("second part of evaluation %s, which noise left inconclusive "
+                                     "on node %s", first.id(), first.verdict().provenance().node_id()));
+  req.set_campaign(c.campaign());
+  req.set_protected_path_override(c.protected_path_override());
+  req.set_override_reason(c.override_reason());
+  *req.mutable_metric_scope() = c.metric_scope();
+  req.set_precision_change(c.precision_change());
+  absl::StatusOr<results::SubmitResult> r = Enqueue(req, c.submitter(), c.remeasure_of(), &first);
+  if (!r.ok()) return r.status();
+  absl::MutexLock l(&mu_);
+  second_parts_[first.id()] = r->evaluation.id();
+  return r->evaluation.id();
+}
+
 void Scheduler::AttachPrior(v1::Lease* lease) {
-  const std::string& prior_id = lease->evaluation().candidate().remeasure_of();
+  const v1::Candidate& candidate = lease->evaluation().candidate();
+  // A second part pools its first part's pairs; a re-measure those of the
+  // evaluation it re-measures.
+  const std::string& prior_id =
+      candidate.continues().empty() ? candidate.remeasure_of() : candidate.continues();
   if (lease->job_kind() != v1::EVALUATION || prior_id.empty()) return;
   // Without them the node measures everything, as for any evaluation.
   absl::StatusOr<v1::Verdict> verdict = store_->GetVerdict(prior_id);

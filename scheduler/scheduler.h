@@ -59,6 +59,15 @@ struct SchedulerOptions {
   absl::Duration calibration_period = absl::Hours(6);
   // QUEUED experiments one submitter may have at once (CI is not limited).
   int max_queued_experiments_per_submitter = 50;
+  // Share of each repository's error budget kept for one second part of an
+  // evaluation that noise leaves inconclusive (results::PartParameters):
+  // taken from the first part's later looks, so less than 3/8. 0: no second
+  // parts, the whole budget.
+  double second_part_share = 0.1;
+  // A second part goes to a node of the first part's kind calibrated at or
+  // under this noise (or the repository's limit, if stricter); a noisier
+  // node recalibrates while it waits and takes it once calm.
+  double second_part_max_node_noise = 0.015;
 };
 
 class Scheduler {
@@ -100,9 +109,16 @@ class Scheduler {
   // the per-submitter experiment limit and queues the candidate (or finds
   // its twin). Authorization is the caller's. `remeasure_of`: the
   // evaluation a merge-queue re-measure re-measures (Candidate.remeasure_of).
+  // `first_part`: the evaluation a second part continues (null: none).
   absl::StatusOr<results::SubmitResult> Enqueue(const v1::SubmitRequest& request,
                                                 const std::string& submitter,
-                                                const std::string& remeasure_of = "");
+                                                const std::string& remeasure_of = "",
+                                                const v1::Evaluation* first_part = nullptr);
+  // For an evaluation that noise left inconclusive and that kept error
+  // budget (results::ContinuationDue): queues its second part, once (the
+  // same candidate identity deduplicates), and returns its id; "" when none
+  // is due. Remembered in second_parts_ for GetEvaluation's continued_by.
+  absl::StatusOr<std::string> ContinueIfDue(const v1::Evaluation& evaluation);
   // One claim for a registered node, without waiting: its calibration job
   // when one is due, else the next gate job its dimensions match. Empty when
   // nothing is queued for it, or it is quarantined.
@@ -193,6 +209,8 @@ class Scheduler {
   // The strictest repository noise limit submitted to this process (a
   // cheap test before asking the store which queued jobs a node misses).
   double strictest_noise_limit_ ABSL_GUARDED_BY(mu_) = 1e9;
+  // First part -> its second part, as queued or found by ContinueIfDue.
+  std::map<std::string, std::string> second_parts_ ABSL_GUARDED_BY(mu_);
   // Each node's latest calibration noise as this process last read or
   // recorded it (for its leases: v1::Lease::node_calibration_noise).
   std::map<std::string, double> node_noise_ ABSL_GUARDED_BY(mu_);

@@ -843,6 +843,8 @@ TEST_P(SchedulerOnEachStore, ARepositorysNoiseLimitSendsItsWorkToTheCalmNode) {
   const v1::SynchronizeResponse calm_sync = Synchronize(*nodes, calm);
   EXPECT_EQ(calm_sync.lease().job_kind(), v1::EVALUATION);
   EXPECT_EQ(calm_sync.lease().evaluation().id(), queued.evaluation().id());
+  // The lease tells the node its noise, which sizes its end-to-end runs.
+  EXPECT_EQ(calm_sync.lease().node_calibration_noise(), 0.0016);
 }
 
 // FinishLease with claim_next hands the node its next job in the reply,
@@ -1276,6 +1278,105 @@ TEST_F(SchedulerTest, ANodeThatDropsAConfirmerIsDecidedByTheManifest) {
       EXPECT_EQ(n.state(), v1::DISTRUSTED);
     }
   }
+}
+
+// Noise leaves an evaluation inconclusive: its second part is queued once,
+// with the error budget the first part kept, for a calm node of the same
+// kind, carrying the first part's samples; it looks at 36 to 60 pooled
+// pairs, and its verdict is the one that counts (continued_by). Its own
+// inconclusive verdict would not be continued again.
+TEST_F(SchedulerTest, AnEvaluationNoiseLeftInconclusiveIsContinuedOnceOnACalmNode) {
+  Branch("comment", "echo '// a comment' >> checksum.h");
+  StartServer();
+  auto nodes = NodeStub();
+  const std::string node = RegisterSimulatedNode(*nodes, "calm");
+  const v1::SynchronizeResponse calibration = Synchronize(*nodes, node);
+  ASSERT_EQ(calibration.lease().job_kind(), v1::CALIBRATION);
+  v1::SubmitResponse queued;
+  ASSERT_TRUE(Submit("ci-token-0001", "comment", v1::CI, &queued).ok());
+  EXPECT_EQ(queued.evaluation().candidate().error_share(), 0.9);
+  v1::FinishLeaseRequest calibrated;
+  calibrated.set_node_id(node);
+  calibrated.set_lease_id(calibration.lease().id());
+  calibrated.set_calibration_noise(0.01);
+  calibrated.set_claim_next(true);
+  v1::FinishLeaseResponse next;
+  ASSERT_TRUE(AsNode([&](grpc::ClientContext* c) {
+                return nodes->FinishLease(c, calibrated, &next);
+              }).ok());
+  ASSERT_TRUE(next.has_next_lease());
+  const v1::Lease first = next.next_lease();
+
+  // Per pair, a candidate/baseline ratio; the verdict the node reports
+  // from pairs [0, pairs.size()) under `gate`.
+  v1::GatePolicy gate;  // The fixture's.
+  gate.set_min_effect(0.02);
+  gate.set_regression_budget(0.10);
+  gate.set_min_pairs(6);
+  gate.set_max_pairs(30);
+  auto run = [&](const v1::Lease& lease, const std::vector<double>& log_ratios, double share,
+                 bool second_part) {
+    std::vector<v1::Sample> samples;
+    for (size_t pair = 0; pair < log_ratios.size(); ++pair) {
+      for (v1::Arm arm : {v1::BASELINE, v1::CANDIDATE}) {
+        v1::Sample& smp = samples.emplace_back();
+        smp.set_evaluation_id(lease.evaluation().id());
+        smp.set_metric("checksum.time");
+        smp.set_arm(arm);
+        smp.set_pair_index(pair);
+        smp.set_unit("ns");
+        smp.set_value(arm == v1::BASELINE ? 100 : 100 * std::exp(log_ratios[pair]));
+      }
+    }
+    std::vector<v1::NodeReport> reports(samples.size());
+    for (size_t i = 0; i < samples.size(); ++i) *reports[i].mutable_sample() = samples[i];
+    EXPECT_TRUE(SendReports(*nodes, node, lease.id(), std::move(reports)));
+    std::vector<results::MetricSamples> described(1);
+    described[0].name = "checksum.time";
+    described[0].unit = "ns";
+    described[0].direction = v1::LOWER_IS_BETTER;
+    described[0].primary = true;
+    described[0].stage = v1::MICROBENCHMARK;
+    v1::FinishLeaseRequest finish;
+    finish.set_node_id(node);
+    finish.set_lease_id(lease.id());
+    *finish.mutable_verdict() = results::testing::VerdictFromSamples(
+        lease.evaluation().id(), v1::NO_REGRESSION, gate, described, samples, share, second_part);
+    v1::FinishLeaseResponse ignored;
+    EXPECT_TRUE(AsNode([&](grpc::ClientContext* c) {
+                  return nodes->FinishLease(c, finish, &ignored);
+                }).ok());
+    return finish.verdict().decision();
+  };
+  // 30 pairs spread over +-60%: a 10% slowdown cannot be ruled out.
+  std::vector<double> noisy;
+  for (int pair = 0; pair < 30; ++pair) noisy.push_back(0.6 * (((pair * 11) % 30) / 14.5 - 1));
+  ASSERT_EQ(run(first, noisy, 0.9, false), v1::INCONCLUSIVE);
+  const v1::Evaluation first_done = Get(queued.evaluation().id());
+  ASSERT_EQ(first_done.verdict().decision(), v1::INCONCLUSIVE)
+      << first_done.verdict().DebugString();
+  ASSERT_FALSE(first_done.continued_by().empty());
+  EXPECT_EQ(Get(queued.evaluation().id()).continued_by(), first_done.continued_by());  // Once.
+  const v1::Evaluation second = Get(first_done.continued_by());
+  EXPECT_EQ(second.state(), v1::QUEUED);
+  EXPECT_EQ(second.candidate().continues(), queued.evaluation().id());
+  EXPECT_EQ(second.candidate().error_share(), 0.1);
+  EXPECT_EQ(second.candidate().candidate_sha(), first_done.candidate().candidate_sha());
+
+  const v1::SynchronizeResponse claimed = Synchronize(*nodes, node);
+  ASSERT_EQ(claimed.lease().evaluation().id(), second.id());
+  EXPECT_EQ(claimed.lease().prior().evaluation_id(), queued.evaluation().id());
+  EXPECT_EQ(claimed.lease().prior().samples_size(), 60);  // 30 pairs, two arms.
+  // The first part's pairs and 30 calm ones: decided at a pooled look.
+  std::vector<double> pooled = noisy;
+  for (int pair = 0; pair < 30; ++pair) pooled.push_back(0.002 * ((pair % 5) - 2));
+  EXPECT_EQ(run(claimed.lease(), pooled, 0.1, true), v1::ACCEPT);
+  const v1::Evaluation second_done = Get(second.id());
+  EXPECT_EQ(second_done.verdict().decision(), v1::ACCEPT) << second_done.verdict().DebugString();
+  EXPECT_TRUE(second_done.continued_by().empty());
+  EXPECT_EQ(second_done.verdict().provenance().policy_parameters().max_pairs(), 60);
+  EXPECT_TRUE(second_done.verdict().provenance().second_part());
+  EXPECT_EQ(second_done.verdict().provenance().error_share(), 0.1);
 }
 
 // Node tokens are per node: one acts only as its own node, other roles

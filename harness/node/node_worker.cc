@@ -268,6 +268,8 @@ absl::StatusOr<std::optional<v1::Lease>> NodeWorker::RunLease(const v1::Lease& l
     request.precision_change = c.precision_change();
     request.seed = std::hash<std::string>{}(lease.id());
     request.node_noise = lease.node_calibration_noise();
+    request.error_share = c.error_share();
+    request.continues = c.continues();
     EvaluatorOptions eo;
     eo.workspace_root = options_.workspace_root;
     eo.node_id = node_id_;

@@ -38,6 +38,12 @@ absl::Status CheckParameters(const GateParameters& p) {
     return bad("claim_tolerance", p.claim_tolerance, "in (0, 1]");
   }
   if (!(p.sanity_ceiling > 1)) return bad("sanity_ceiling", p.sanity_ceiling, "> 1");
+  if (!(p.error_share > 0 && p.error_share <= 1)) {
+    return bad("error_share", p.error_share, "in (0, 1]");
+  }
+  if (!p.second_part && p.error_share < 1 && !(p.error_share > kFirstLookShare)) {
+    return bad("error_share", p.error_share, "above 5/8 for a first part (its first look's share)");
+  }
   return absl::OkStatus();
 }
 
@@ -119,6 +125,16 @@ v1::GatePolicy ToProto(const GateParameters& p) {
   return g;
 }
 
+GateParameters PartParameters(GateParameters params, double error_share, bool second_part) {
+  params.error_share = error_share > 0 && error_share < 1 ? error_share : 1;
+  params.second_part = second_part;
+  if (second_part) {
+    params.min_pairs += params.max_pairs;
+    params.max_pairs *= 2;
+  }
+  return params;
+}
+
 SequentialPlan PlanLooks(const GateParameters& params) {
   SequentialPlan plan;
   double alpha = (1 - params.confidence) / 2;
@@ -129,11 +145,15 @@ SequentialPlan PlanLooks(const GateParameters& params) {
     n *= kLookGrowth;
   }
   size_t looks = plan.pairs.size();
+  // A second part spends its share in the plan's shape; a first part keeps
+  // its first look's share and spends less on the later ones.
+  const double spent = alpha * params.error_share;
+  const double first = params.second_part ? spent * kFirstLookShare : alpha * kFirstLookShare;
   if (looks == 1) {
-    plan.alpha = {alpha};
+    plan.alpha = {spent};
   } else {
-    plan.alpha.assign(looks, alpha * (1 - kFirstLookShare) / (looks - 1));
-    plan.alpha[0] = alpha * kFirstLookShare;
+    plan.alpha.assign(looks, (spent - first) / (looks - 1));
+    plan.alpha[0] = first;
   }
   return plan;
 }

@@ -70,11 +70,32 @@ struct GateParameters {
   double claim_tolerance = 0.97;
   double sanity_ceiling = 20;
   double max_calibration_noise = 0.03;
+  // The part of a continued evaluation these parameters are for (see
+  // PartParameters): the share of alpha its plan spends, and whether it is
+  // the second part. Not manifest settings: the scheduler's split.
+  double error_share = 1;
+  bool second_part = false;
 };
 
 // Fills defaults and checks ranges (e.g. min_effect < 0 is InvalidArgument).
 absl::StatusOr<GateParameters> ResolveGateParameters(const v1::GatePolicy& policy);
 v1::GatePolicy ToProto(const GateParameters& params);
+
+// The parameters of one part of an evaluation that may be continued once.
+// Noise can leave an evaluation inconclusive at its last look; the
+// scheduler then queues a second part on a calm node of the same kind,
+// which pools the first part's pairs with new ones. So that both parts
+// together keep the manifest's error rate, alpha is split up front: the
+// first part's plan spends `error_share` of it (its first look keeps its
+// 5/8, the later looks share what is left: share - 5/8, so share must be
+// above 5/8) and the second part's plan (`second_part`, error_share = the
+// rest) spends the rest, with looks after the first part's last: from
+// max_pairs + min_pairs to 2 * max_pairs pooled pairs. Every look of either
+// part spends its own share and the shares add up to alpha, so the union
+// bound holds across both parts whatever the dependence between their
+// looks, and whether or not the second part runs. error_share 0 or 1: the
+// whole budget, one part.
+GateParameters PartParameters(GateParameters params, double error_share, bool second_part);
 
 // The pair counts at which the gate looks, and the one-sided error each look
 // spends.

@@ -24,7 +24,7 @@
 //              read and wait, so a phase can switch mid-process or mid-pair
 //              (a process is then slowed in proportion to its time in the
 //              slow phase). Each pair is measured as the harness does:
-//              probe, arm 1, probe, arm 2, probe (ABBA), and one of three
+//              probe, arm 1, probe, arm 2, probe (ABBA), and one of four
 //              policies decides what to do with a pair whose probe reads
 //              spread more than max_probe_spread (1.3x):
 //                today     measure it again, at most max_pairs (30)
@@ -39,6 +39,14 @@
 //                          stop at 300 s per evaluation (the wait is cut
 //                          there; the re-measure that crosses it finishes);
 //                          past any bound the pair is kept;
+//                bounded, 2 parts
+//                          bounded, with the error budget split as the
+//                          scheduler splits it: the evaluation spends 90% of
+//                          alpha, and when it ends inconclusive a second
+//                          part (10%) continues on the same host, pooling
+//                          its pairs, looking at 36 to 60 pairs (the host
+//                          is not calmer for it: a harder case than a calm
+//                          node);
 //                no probe  keep every pair as measured.
 //              Rows are run with 1 s (a microbenchmark) and 10 s (a serving
 //              benchmark) processes, and report the simulated wall time per
@@ -254,12 +262,16 @@ class PhasedHost {
 };
 
 // What the harness does with a pair whose probe reads spread too far.
-enum class ProbePolicy { kToday, kBounded, kNoProbe };
+// kBoundedTwoParts: kBounded, and an evaluation that ends inconclusive is
+// continued once on the same host, pooling its pairs, as the scheduler
+// does (each part spending its share of alpha: PartParameters).
+enum class ProbePolicy { kToday, kBounded, kBoundedTwoParts, kNoProbe };
 
 const char* ProbePolicyName(ProbePolicy p) {
   switch (p) {
     case ProbePolicy::kToday: return "today";
     case ProbePolicy::kBounded: return "bounded";
+    case ProbePolicy::kBoundedTwoParts: return "bounded, 2 parts";
     case ProbePolicy::kNoProbe: return "no probe";
   }
   return "";
@@ -280,6 +292,7 @@ PhasedOutcome SimulatePhasedCandidate(ProbePolicy policy, double process_seconds
   MetricSamples& s = in.metrics[0];
   const double base = 1000, cand = base / true_speedup;
   const bool probing = policy != ProbePolicy::kNoProbe;
+  const bool bounded = policy == ProbePolicy::kBounded || policy == ProbePolicy::kBoundedTwoParts;
   int remeasured = 0, kept_unsteady = 0;
   // Policy "bounded": seconds spent on re-measures and waits, and unsteady
   // measurements in a row (the backoff's step).
@@ -323,55 +336,68 @@ PhasedOutcome SimulatePhasedCandidate(ProbePolicy policy, double process_seconds
     host.Wait(std::max(0.0, until - host.now()));
   };
 
-  int target = PlanLooks(in.params).pairs.front();
-  while (true) {
-    while (static_cast<int>(s.baseline.size()) < target) {
-      // ABBA: even pairs run baseline first, odd pairs candidate first.
-      const bool candidate_first = s.baseline.size() % 2 == 1;
-      double b = 0, c = 0;
-      for (int again = 0;; ++again) {
-        const double started = host.now();
-        const bool steady = measure_pair(candidate_first, b, c);
-        if (again > 0) remeasure_seconds += host.now() - started;
-        if (steady) {
-          unsteady_in_a_row = 0;
-          break;
+  // One part's plan, from the pairs measured so far; its decision.
+  auto decide = [&]() -> PhasedOutcome {
+    int target = PlanLooks(in.params).pairs.front();
+    while (true) {
+      while (static_cast<int>(s.baseline.size()) < target) {
+        // ABBA: even pairs run baseline first, odd pairs candidate first.
+        const bool candidate_first = s.baseline.size() % 2 == 1;
+        double b = 0, c = 0;
+        for (int again = 0;; ++again) {
+          const double started = host.now();
+          const bool steady = measure_pair(candidate_first, b, c);
+          if (again > 0) remeasure_seconds += host.now() - started;
+          if (steady) {
+            unsteady_in_a_row = 0;
+            break;
+          }
+          ++unsteady_in_a_row;
+          bool measure_again = false;
+          if (policy == ProbePolicy::kToday) {
+            measure_again = remeasured < in.params.max_pairs;
+          } else if (bounded) {
+            measure_again =
+                again < kMaxRemeasuresInARow && remeasure_seconds < kRemeasureBudgetSeconds;
+          }
+          if (!measure_again) {
+            ++kept_unsteady;
+            break;
+          }
+          ++remeasured;
+          if (bounded) {
+            const double backoff = std::min(
+                kFirstBackoffSeconds * std::pow(2.0, unsteady_in_a_row - 1), kMaxBackoffSeconds);
+            const double started_wait = host.now();
+            settle(std::min(backoff, kRemeasureBudgetSeconds - remeasure_seconds));
+            remeasure_seconds += host.now() - started_wait;
+          }
         }
-        ++unsteady_in_a_row;
-        bool measure_again = false;
-        if (policy == ProbePolicy::kToday) {
-          measure_again = remeasured < in.params.max_pairs;
-        } else if (policy == ProbePolicy::kBounded) {
-          measure_again =
-              again < kMaxRemeasuresInARow && remeasure_seconds < kRemeasureBudgetSeconds;
-        }
-        if (!measure_again) {
-          ++kept_unsteady;
-          break;
-        }
-        ++remeasured;
-        if (policy == ProbePolicy::kBounded) {
-          const double backoff =
-              std::min(kFirstBackoffSeconds * std::pow(2.0, unsteady_in_a_row - 1),
-                       kMaxBackoffSeconds);
-          const double started_wait = host.now();
-          settle(std::min(backoff, kRemeasureBudgetSeconds - remeasure_seconds));
-          remeasure_seconds += host.now() - started_wait;
-        }
+        s.baseline.push_back(b);
+        s.candidate.push_back(c);
       }
-      s.baseline.push_back(b);
-      s.candidate.push_back(c);
+      auto r = Evaluate(in);
+      if (!r.ok()) {
+        std::fprintf(stderr, "gate error: %s\n", std::string(r.status().message()).c_str());
+        std::exit(4);
+      }
+      if (!r->needs_more_pairs) {
+        return {r->decision, r->pairs_used, host.now(), remeasured, kept_unsteady};
+      }
+      target = r->next_pairs;
     }
-    auto r = Evaluate(in);
-    if (!r.ok()) {
-      std::fprintf(stderr, "gate error: %s\n", std::string(r.status().message()).c_str());
-      std::exit(4);
-    }
-    if (!r->needs_more_pairs) {
-      return {r->decision, r->pairs_used, host.now(), remeasured, kept_unsteady};
-    }
-    target = r->next_pairs;
-  }
+  };
+  if (policy != ProbePolicy::kBoundedTwoParts) return decide();
+  const GateParameters whole = in.params;
+  in.params = PartParameters(whole, 0.9, false);
+  PhasedOutcome first = decide();
+  if (first.decision != v1::INCONCLUSIVE) return first;
+  // The second part: a new evaluation (its own re-measure budget) whose
+  // looks pool the first part's pairs.
+  in.params = PartParameters(whole, 0.1, true);
+  remeasure_seconds = 0;
+  unsteady_in_a_row = 0;
+  return decide();
 }
 
 struct Cell {
@@ -514,7 +540,8 @@ int Main(int argc, char** argv) {
                 "median pairs | median s | p90 s | re-measured / candidate | kept unsteady / "
                 "candidate | target |\n");
     std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for (ProbePolicy policy : {ProbePolicy::kToday, ProbePolicy::kBounded, ProbePolicy::kNoProbe}) {
+    for (ProbePolicy policy : {ProbePolicy::kToday, ProbePolicy::kBounded,
+                               ProbePolicy::kBoundedTwoParts, ProbePolicy::kNoProbe}) {
       for (double process_seconds : {1.0, 10.0}) {
         for (const PhasedRow& row : phased_rows) {
           Cell cell;

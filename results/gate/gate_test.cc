@@ -66,6 +66,31 @@ TEST(PlanTest, DefaultLooksSpendTheBudgetFrontLoaded) {
   EXPECT_GE(plan.alpha[0], 1.0 / 64);
 }
 
+// The two parts of a continued evaluation: 90% of alpha for the first,
+// whose first look keeps its 5/8 (so 6 pairs can still decide), 10% for
+// the second, whose looks come after the first part's last.
+TEST(PlanTest, APartSpendsItsShareAndASecondPartLooksAfterTheFirst) {
+  const SequentialPlan first = PlanLooks(PartParameters(GateParameters{}, 0.9, false));
+  const SequentialPlan second = PlanLooks(PartParameters(GateParameters{}, 0.1, true));
+  EXPECT_EQ(first.pairs, (std::vector<int>{6, 9, 14, 21, 30}));
+  EXPECT_EQ(second.pairs, (std::vector<int>{36, 54, 60}));
+  EXPECT_NEAR(first.alpha[0], 0.025 * 5 / 8, 1e-15);
+  EXPECT_NEAR(first.alpha[4], 0.025 * (0.9 - 5.0 / 8) / 4, 1e-15);
+  double total = 0;
+  for (double a : first.alpha) total += a;
+  EXPECT_NEAR(total, 0.9 * 0.025, 1e-15);
+  EXPECT_NEAR(second.alpha[0], 0.1 * 0.025 * 5 / 8, 1e-15);
+  for (double a : second.alpha) total += a;
+  EXPECT_NEAR(total, 0.025, 1e-15);  // Both parts: the manifest's alpha.
+  // The whole budget, one part, when no share is given.
+  EXPECT_EQ(PlanLooks(PartParameters(GateParameters{}, 0, false)).alpha,
+            PlanLooks(GateParameters{}).alpha);
+  // A first part must leave its first look its share.
+  GateInput in;
+  in.params = PartParameters(GateParameters{}, 0.6, false);
+  EXPECT_THAT(std::string(Evaluate(in).status().message()), ::testing::HasSubstr("error_share"));
+}
+
 TEST(GateTest, LargeGainAcceptedAtFirstLookWithClaimVerified) {
   GateInput in = Input(v1::GAIN, {Times("kda_decode.fused_b32", 3.4, 6, 0.02, 1)});
   v1::Claim claim;

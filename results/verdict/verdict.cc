@@ -34,6 +34,23 @@ bool IsStageFailure(v1::ReasonCode code) {
          code == v1::PROTECTED_PATH || code == v1::OUTPUT_MISMATCH;
 }
 
+bool InconclusiveForNoise(const v1::Verdict& v) {
+  if (v.decision() != v1::INCONCLUSIVE) return false;
+  bool undecided = false;
+  for (const v1::Reason& r : v.reasons()) {
+    if (r.code() == v1::NEEDS_REVIEW || IsStageFailure(r.code())) return false;
+    undecided |= r.code() == v1::UNDECIDED;
+  }
+  return undecided;
+}
+
+bool ContinuationDue(const v1::Evaluation& e) {
+  const v1::Candidate& c = e.candidate();
+  return e.state() == v1::FINISHED && c.continues().empty() && c.remeasure_of().empty() &&
+         c.error_share() > 0 &&
+         c.error_share() < 1 && InconclusiveForNoise(e.verdict());
+}
+
 bool DecidedByStages(const v1::Verdict& v) {
   return std::any_of(v.reasons().begin(), v.reasons().end(),
                      [](const v1::Reason& r) { return IsStageFailure(r.code()); });
@@ -144,6 +161,8 @@ v1::Verdict MakeVerdict(const GateInput& input, const GateResult& result,
   v1::Provenance* p = v.mutable_provenance();
   for (int64_t id : context.sample_ids) p->add_sample_ids(id);
   *p->mutable_policy_parameters() = ToProto(input.params);
+  if (input.params.error_share < 1) p->set_error_share(input.params.error_share);
+  p->set_second_part(input.params.second_part);
   p->set_manifest_hash(context.manifest_hash);
   p->set_node_id(context.node_id);
   p->set_node_fingerprint(context.node_fingerprint);
@@ -222,6 +241,14 @@ absl::StatusOr<v1::Verdict> Redecide(const v1::Verdict& reported,
       manifest != nullptr ? manifest->gate() : provenance.policy_parameters());
   if (!params.ok()) return params.status();
   input.params = *params;
+  if (manifest != nullptr) {
+    const v1::Candidate& c = evaluation.candidate();
+    input.params = PartParameters(*params, c.error_share(), !c.continues().empty());
+  } else {
+    // The recorded pair counts are the part's already.
+    input.params.error_share = provenance.error_share() > 0 ? provenance.error_share() : 1;
+    input.params.second_part = provenance.second_part();
+  }
   input.seed = provenance.statistics_seed();
   input.claims.assign(evaluation.candidate().claims().begin(),
                       evaluation.candidate().claims().end());

@@ -47,7 +47,7 @@ struct VerdictContext {
   std::vector<int64_t> sample_ids;
   std::vector<v1::Stage> stages;
   std::vector<v1::BenchmarkInputs> benchmark_inputs;
-  // Recorded when probe_reads > 0.
+  // Recorded when set.
   v1::HostSteadiness host;
 };
 
@@ -55,6 +55,15 @@ struct VerdictContext {
 bool IsStageFailure(v1::ReasonCode code);
 // Whether `v` names a failed stage: then its metrics decide nothing.
 bool DecidedByStages(const v1::Verdict& v);
+
+// Inconclusive only because the metrics were too noisy to decide within
+// the pair budget (every reason for it UNDECIDED), not held for review.
+bool InconclusiveForNoise(const v1::Verdict& v);
+// Whether `evaluation` (FINISHED) is a first part that noise left
+// inconclusive and that kept error budget for a second part
+// (v1::Candidate::error_share, results/gate PartParameters). A merge-queue
+// re-measure is not continued: the merge queue decides on its verdict.
+bool ContinuationDue(const v1::Evaluation& evaluation);
 
 // Each metric `manifest` gates, described as the gate needs it (name, unit,
 // direction, primary, stage, confirmer; no samples), in the order an
@@ -78,8 +87,9 @@ v1::Verdict MakeVerdict(const GateInput& input, const GateResult& result,
 // `reported` records them. The gate parameters and metric descriptions come
 // from `manifest`, the baseline's, when given (the scheduler's case: what
 // a node measured decides, not what it concluded or how it says to decide;
-// the scheduler stores this, not the node's verdict), else from `reported`
-// (recomputing a stored verdict). FailedPrecondition when the samples are
+// the scheduler stores this, not the node's verdict), taken for the
+// evaluation's part (PartParameters of its candidate's error_share and
+// continues), else from `reported` (recomputing a stored verdict). FailedPrecondition when the samples are
 // not enough for a decision; InvalidArgument when they do not pair up, or,
 // with a manifest, when `reported` leaves out a metric in scope or has one
 // the manifest does not declare.

@@ -44,6 +44,39 @@ TEST(PairSamplesTest, PairsByIndexInAnyOrder) {
   EXPECT_TRUE((*paired)[0].primary);
 }
 
+// Only an inconclusive verdict held back by noise alone is continued, and
+// only a first part that kept budget for it.
+TEST(ContinuationTest, DueOnlyForAFirstPartThatNoiseLeftInconclusive) {
+  v1::Evaluation e;
+  e.set_state(v1::FINISHED);
+  e.mutable_candidate()->set_error_share(0.9);
+  v1::Verdict& v = *e.mutable_verdict();
+  v.set_decision(v1::INCONCLUSIVE);
+  v.add_reasons()->set_code(v1::UNDECIDED);
+  v.add_reasons()->set_code(v1::CLAIM_NOT_VERIFIED);
+  EXPECT_TRUE(InconclusiveForNoise(v));
+  EXPECT_TRUE(ContinuationDue(e));
+
+  v1::Evaluation review = e;
+  review.mutable_verdict()->add_reasons()->set_code(v1::NEEDS_REVIEW);  // Too good to be true.
+  EXPECT_FALSE(ContinuationDue(review));
+  v1::Evaluation second = e;
+  second.mutable_candidate()->set_continues("ev-first");
+  EXPECT_FALSE(ContinuationDue(second));
+  v1::Evaluation remeasure = e;
+  remeasure.mutable_candidate()->set_remeasure_of("ev-merged");
+  EXPECT_FALSE(ContinuationDue(remeasure));
+  v1::Evaluation whole_budget = e;
+  whole_budget.mutable_candidate()->clear_error_share();
+  EXPECT_FALSE(ContinuationDue(whole_budget));
+  v1::Evaluation decided = e;
+  decided.mutable_verdict()->set_decision(v1::REJECT);
+  EXPECT_FALSE(ContinuationDue(decided));
+  v1::Evaluation running = e;
+  running.set_state(v1::RUNNING);
+  EXPECT_FALSE(ContinuationDue(running));
+}
+
 TEST(PairSamplesTest, RejectsUnknownMetricAndDuplicates) {
   auto unknown = PairSamples({MakeSample("x", v1::BASELINE, 0, 1)}, {Spec("m", true)});
   EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("\"x\""));

@@ -40,7 +40,8 @@ v1::Verdict VerdictWithoutSamples(const std::string& evaluation_id, v1::Policy p
 v1::Verdict VerdictFromSamples(const std::string& evaluation_id, v1::Policy policy,
                                const v1::GatePolicy& gate,
                                const std::vector<MetricSamples>& metrics,
-                               absl::Span<const v1::Sample> samples) {
+                               absl::Span<const v1::Sample> samples, double error_share,
+                               bool second_part) {
   GateInput input;
   input.policy = policy;
   absl::StatusOr<GateParameters> params = ResolveGateParameters(gate);
@@ -50,7 +51,7 @@ v1::Verdict VerdictFromSamples(const std::string& evaluation_id, v1::Policy poli
               << "\n";
     std::abort();
   }
-  input.params = *params;
+  input.params = PartParameters(*params, error_share, second_part);
   input.metrics = *std::move(paired);
   absl::StatusOr<GateResult> result = Evaluate(input);
   if (!result.ok() || result->needs_more_pairs) {

@@ -26,12 +26,14 @@ v1::Verdict VerdictWithoutSamples(const std::string& evaluation_id, v1::Policy p
 
 // The gate's verdict over `samples` (all pairs at one look) under `gate`,
 // with `metrics` (no samples) describing them as the node says, e.g.
-// without a confirmer the manifest names. Aborts where the gate wants more
-// pairs.
+// without a confirmer the manifest names, for the part of the evaluation
+// that `error_share` and `second_part` say (PartParameters). Aborts where
+// the gate wants more pairs.
 v1::Verdict VerdictFromSamples(const std::string& evaluation_id, v1::Policy policy,
                                const v1::GatePolicy& gate,
                                const std::vector<MetricSamples>& metrics,
-                               absl::Span<const v1::Sample> samples);
+                               absl::Span<const v1::Sample> samples, double error_share = 0,
+                               bool second_part = false);
 
 }  // namespace densegate::results::testing
 
