@@ -151,6 +151,8 @@ class EvalTest : public ::testing::Test {
     Sh("mkdir -p " + request.out_dir);
     request.seed = 7;
     request.node_noise = node_noise_;
+    request.error_share = error_share_;
+    request.continues = continues_;
     absl::StatusOr<EvalOutcome> outcome = evaluator.Evaluate(request, &recorder_);
     EXPECT_TRUE(outcome.ok()) << outcome.status();
     EXPECT_TRUE(outcome->infrastructure_error.ok()) << outcome->infrastructure_error;
@@ -226,8 +228,10 @@ class EvalTest : public ::testing::Test {
   std::string precision_change_;
   // EvalRequest::metric_scope and prior of every Eval().
   std::vector<std::string> metric_scope_;
-  // EvalRequest::node_noise.
+  // EvalRequest::node_noise, error_share and continues.
   double node_noise_ = 0;
+  double error_share_ = 0;
+  std::string continues_;
   v1::PriorMeasurement prior_;
   // EvaluatorOptions::precision_baselines of every Eval().
   PrecisionBaselineCache* precision_baselines_ = nullptr;
@@ -718,6 +722,51 @@ TEST_F(EvalTest, ARemeasureOfTheSameProgramsTakesTheEarlierSamples) {
               HasSubstr("measured anew: evaluation ev-first ran on another kind of node"));
   EXPECT_NE(values_of(elsewhere, "checksum.time").front(),
             values_of(first, "checksum.time").front());
+}
+
+// The second part of an evaluation (as the scheduler queues one when noise
+// leaves the first inconclusive) takes the first part's pairs, measures new
+// ones up to its first look at max_pairs + min_pairs (36) pooled pairs, and
+// records the share of the error budget it spent.
+TEST_F(EvalTest, ASecondPartPoolsItsFirstPartsPairsAndLooksAfterThem) {
+  nlohmann::json manifest = nlohmann::json::parse(std::ifstream(repo_ + "/densegate.json"));
+  manifest["benchmarks"][0]["skip_when_identical"] = true;
+  Write("densegate.json", manifest.dump(2));
+  Commit("compare the benchmark inputs");
+  Write("checksum.h", kFastChecksum);
+  Commit("faster checksum");
+  error_share_ = 0.9;
+  EvalOutcome first = Eval(v1::GAIN);
+  ASSERT_EQ(first.verdict.decision(), v1::ACCEPT) << Reasons(first.verdict);
+  const int n = first.verdict.metrics(0).n_pairs();
+  EXPECT_EQ(first.verdict.provenance().error_share(), 0.9);
+  EXPECT_FALSE(first.verdict.provenance().second_part());
+
+  prior_.set_evaluation_id("ev-first");
+  *prior_.mutable_benchmark_inputs() = first.verdict.provenance().benchmark_inputs();
+  for (const v1::Sample& smp : first.samples) *prior_.add_samples() = smp;
+  error_share_ = 0.1;
+  continues_ = "ev-first";
+  recorder_.progress.clear();
+  EvalOutcome second = Eval(v1::GAIN);
+  EXPECT_EQ(second.verdict.decision(), v1::ACCEPT) << Reasons(second.verdict);
+  EXPECT_EQ(second.verdict.metrics(0).n_pairs(), 36);
+  EXPECT_EQ(second.verdict.provenance().policy_parameters().min_pairs(), 36);
+  EXPECT_EQ(second.verdict.provenance().policy_parameters().max_pairs(), 60);
+  EXPECT_EQ(second.verdict.provenance().error_share(), 0.1);
+  EXPECT_TRUE(second.verdict.provenance().second_part());
+  std::vector<double> before, pooled;
+  for (const v1::Sample& smp : first.samples) before.push_back(smp.value());
+  for (const v1::Sample& smp : second.samples) pooled.push_back(smp.value());
+  ASSERT_EQ(pooled.size(), 72u);  // 36 pairs, two arms.
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), pooled.begin()));
+  EXPECT_THAT(BenchmarkStage(second.verdict)->summary(),
+              HasSubstr(absl::StrFormat("%d pairs of micro taken from evaluation ev-first", n)));
+  bool said = false;
+  for (const v1::Progress& p : recorder_.progress) {
+    said |= absl::StrContains(p.message(), "second part of ev-first");
+  }
+  EXPECT_TRUE(said);
 }
 
 // A host that never settles: each pair is measured again at most 3 times
