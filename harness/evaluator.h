@@ -65,12 +65,13 @@ struct EvalRequest {
   // baseline's manifest measures (else InvalidArgument).
   std::vector<std::string> metric_scope;
   // A re-measure against a moved tip, or a second part: the evaluation it
-  // re-measures or continues (empty evaluation_id: none). When the prior ran on a node with this node's
-  // fingerprint, a benchmark with skip_when_identical whose arms read the
-  // inputs (and manifest entry) whose digests the prior recorded for its
-  // arms takes the prior's samples (the same programs on the same data on
-  // the same kind of machine), measured further only if the gate asks for
-  // more pairs; the other benchmarks and timed kernel checks are measured.
+  // re-measures or continues (empty evaluation_id: none). When the prior
+  // ran on a node with this node's fingerprint, a benchmark with
+  // skip_when_identical whose arms read the inputs (and manifest entry)
+  // whose digests the prior recorded for its arms takes the prior's
+  // samples (the same programs on the same data on the same kind of
+  // machine), measured further only if the gate asks for more pairs; the
+  // other benchmarks and timed kernel checks are measured.
   v1::PriorMeasurement prior;
   // Share of the manifest's error budget this evaluation spends (0: all),
   // and the first part it continues (empty: none); see v1::Candidate and

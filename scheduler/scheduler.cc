@@ -672,8 +672,9 @@ absl::StatusOr<std::string> Scheduler::ContinueIfDue(const v1::Evaluation& first
   req.set_kind(c.kind());
   req.set_policy(c.policy());
   *req.mutable_claims() = c.claims();
-  req.set_hypothesis(absl::StrFormat("second part of evaluation %s, which noise left inconclusive "
-                                     "on node %s", first.id(), first.verdict().provenance().node_id()));
+  req.set_hypothesis(absl::StrFormat(
+      "second part of evaluation %s, which noise left inconclusive on node %s", first.id(),
+      first.verdict().provenance().node_id()));
   req.set_campaign(c.campaign());
   req.set_protected_path_override(c.protected_path_override());
   req.set_override_reason(c.override_reason());

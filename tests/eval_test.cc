@@ -1124,7 +1124,8 @@ TEST_F(EvalTest, ANoisyNodeRunsEachEndToEndBenchmarkSeveralTimesPerArm) {
   EXPECT_EQ(checked, 12);  // 6 pairs, two arms.
   bool said = false;
   for (const v1::Progress& p : recorder_.progress) {
-    said |= absl::StrContains(p.message(), "each end-to-end benchmark runs 4 times per arm and pair");
+    said |= absl::StrContains(p.message(),
+                              "each end-to-end benchmark runs 4 times per arm and pair");
   }
   EXPECT_TRUE(said);
 }

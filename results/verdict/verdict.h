@@ -89,10 +89,11 @@ v1::Verdict MakeVerdict(const GateInput& input, const GateResult& result,
 // a node measured decides, not what it concluded or how it says to decide;
 // the scheduler stores this, not the node's verdict), taken for the
 // evaluation's part (PartParameters of its candidate's error_share and
-// continues), else from `reported` (recomputing a stored verdict). FailedPrecondition when the samples are
-// not enough for a decision; InvalidArgument when they do not pair up, or,
-// with a manifest, when `reported` leaves out a metric in scope or has one
-// the manifest does not declare.
+// continues), else from `reported` (recomputing a stored verdict).
+// FailedPrecondition when the samples are not enough for a decision;
+// InvalidArgument when they do not pair up, or, with a manifest, when
+// `reported` leaves out a metric in scope or has one the manifest does not
+// declare.
 absl::StatusOr<v1::Verdict> Redecide(const v1::Verdict& reported,
                                      const v1::Evaluation& evaluation,
                                      absl::Span<const v1::Sample> samples,
