@@ -186,6 +186,26 @@ TEST_F(RecomputeTest, StoredVerdictRecomputesIdentically) {
   EXPECT_EQ(r->recomputed.metrics(0).SerializeAsString(), verdict.metrics(0).SerializeAsString());
 }
 
+// A second part's verdict recomputes from its own provenance: its pair
+// counts (36 to 60) and the share of alpha it spent (its bounds' level).
+TEST_F(RecomputeTest, ASecondPartRecomputesWithTheShareItSpent) {
+  std::vector<int64_t> ids;
+  GateInput in = Measure(36, &ids);
+  in.params = PartParameters(GateParameters{}, 0.1, true);
+  v1::Verdict verdict = Decide(in, ids);
+  ASSERT_EQ(verdict.decision(), v1::ACCEPT);
+  EXPECT_EQ(verdict.provenance().error_share(), 0.1);
+  EXPECT_TRUE(verdict.provenance().second_part());
+  ASSERT_TRUE(store_->FinishLease(lease_, verdict).ok());
+  auto r = RecomputeVerdict(*store_, evaluation_id_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->identical()) << r->differences.front();
+  // Spent at the whole budget, the same pairs give other bounds.
+  GateInput whole = in;
+  whole.params = PartParameters(GateParameters{}, 1, true);
+  EXPECT_NE(Decide(whole, ids).metrics(0).ci_low(), verdict.metrics(0).ci_low());
+}
+
 TEST_F(RecomputeTest, AMetricNotMeasuredBecauseItsInputsWereIdenticalRecomputes) {
   std::vector<int64_t> ids;
   GateInput in = Measure(9, &ids);
