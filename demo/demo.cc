@@ -676,7 +676,8 @@ void Demo::HostState() {
   int evaluations = 0;
   for (const auto& r : rows_) {
     for (const v1::Evaluation* e : {&r->final, r->remeasure ? &*r->remeasure : nullptr}) {
-      if (e == nullptr || !e->verdict().provenance().has_host()) continue;
+      // (Evaluations that measured no pair read no probe.)
+      if (e == nullptr || e->verdict().provenance().host().probe_reads() == 0) continue;
       const v1::HostSteadiness& h = e->verdict().provenance().host();
       if (host.probe_reads() == 0 || h.probe_fastest_ms() < host.probe_fastest_ms()) {
         host.set_probe_fastest_ms(h.probe_fastest_ms());
