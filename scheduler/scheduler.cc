@@ -656,6 +656,29 @@ absl::StatusOr<results::SubmitResult> Scheduler::Enqueue(const v1::SubmitRequest
   return r;
 }
 
+namespace {
+
+// A submission of `c`'s repository, kind, policy, claims, campaign,
+// override and precision change for the commits given: what a re-measure
+// and a second part keep of the evaluation they follow.
+v1::SubmitRequest SubmittedAgain(const v1::Candidate& c, const std::string& baseline_ref,
+                                 const std::string& candidate_ref) {
+  v1::SubmitRequest req;
+  req.set_repo(c.repo());
+  req.set_baseline_ref(baseline_ref);
+  req.set_candidate_ref(candidate_ref);
+  req.set_kind(c.kind());
+  req.set_policy(c.policy());
+  *req.mutable_claims() = c.claims();
+  req.set_campaign(c.campaign());
+  req.set_protected_path_override(c.protected_path_override());
+  req.set_override_reason(c.override_reason());
+  req.set_precision_change(c.precision_change());
+  return req;
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> Scheduler::ContinueIfDue(const v1::Evaluation& first) {
   if (!results::ContinuationDue(first)) return std::string();
   {
@@ -664,22 +687,12 @@ absl::StatusOr<std::string> Scheduler::ContinueIfDue(const v1::Evaluation& first
     if (known != second_parts_.end()) return known->second;
   }
   const v1::Candidate& c = first.candidate();
-  v1::SubmitRequest req;
-  req.set_repo(c.repo());
+  v1::SubmitRequest req = SubmittedAgain(c, c.baseline_sha(), c.candidate_sha());
   req.set_target_branch(c.target_branch());
-  req.set_baseline_ref(c.baseline_sha());
-  req.set_candidate_ref(c.candidate_sha());
-  req.set_kind(c.kind());
-  req.set_policy(c.policy());
-  *req.mutable_claims() = c.claims();
+  *req.mutable_metric_scope() = c.metric_scope();
   req.set_hypothesis(absl::StrFormat(
       "second part of evaluation %s, which noise left inconclusive on node %s", first.id(),
       first.verdict().provenance().node_id()));
-  req.set_campaign(c.campaign());
-  req.set_protected_path_override(c.protected_path_override());
-  req.set_override_reason(c.override_reason());
-  *req.mutable_metric_scope() = c.metric_scope();
-  req.set_precision_change(c.precision_change());
   absl::StatusOr<results::SubmitResult> r = Enqueue(req, c.submitter(), c.remeasure_of(), &first);
   if (!r.ok()) return r.status();
   absl::MutexLock l(&mu_);
@@ -714,20 +727,10 @@ absl::StatusOr<std::string> Scheduler::Remeasure(const v1::Evaluation& original,
                                                  const std::string& tip_sha,
                                                  const std::string& candidate_sha) {
   const v1::Candidate& c = original.candidate();
-  v1::SubmitRequest req;
-  req.set_repo(c.repo());
   // No target branch: the merge queue lands the result, not this evaluation.
-  req.set_baseline_ref(tip_sha);
-  req.set_candidate_ref(candidate_sha);
-  req.set_kind(c.kind());
-  req.set_policy(c.policy());
-  *req.mutable_claims() = c.claims();
+  v1::SubmitRequest req = SubmittedAgain(c, tip_sha, candidate_sha);
   req.set_hypothesis(absl::StrFormat("re-measure of evaluation %s against %s at %s", original.id(),
                                      c.target_branch(), tip_sha.substr(0, 12)));
-  req.set_campaign(c.campaign());
-  req.set_protected_path_override(c.protected_path_override());
-  req.set_override_reason(c.override_reason());
-  req.set_precision_change(c.precision_change());
   absl::StatusOr<results::SubmitResult> r = Enqueue(req, c.submitter(), original.id());
   if (!r.ok()) return r.status();
   return r->evaluation.id();

@@ -293,6 +293,21 @@ class SchedulerTest : public ::testing::Test {
                   token);
   }
 
+  // Finishes `node`'s calibration lease at noise `noise`; with
+  // `claim_next`, *reply carries the node's next lease.
+  static grpc::Status FinishCalibration(v1::NodeService::Stub& nodes, const std::string& node,
+                                        const v1::Lease& calibration, double noise,
+                                        bool claim_next, v1::FinishLeaseResponse* reply,
+                                        const std::string& token = "admin-token-01") {
+    v1::FinishLeaseRequest finish;
+    finish.set_node_id(node);
+    finish.set_lease_id(calibration.id());
+    finish.set_calibration_noise(noise);
+    finish.set_claim_next(claim_next);
+    return AsNode([&](grpc::ClientContext* c) { return nodes.FinishLease(c, finish, reply); },
+                  token);
+  }
+
   v1::Evaluation Get(const std::string& id) {
     grpc::ClientContext ctx;
     ctx.AddMetadata("authorization", "Bearer viewer-token-1");
@@ -821,15 +836,8 @@ TEST_P(SchedulerOnEachStore, ARepositorysNoiseLimitSendsItsWorkToTheCalmNode) {
     const std::string id = RegisterSimulatedNode(*nodes, name);
     const v1::SynchronizeResponse c = Synchronize(*nodes, id);
     EXPECT_EQ(c.lease().job_kind(), v1::CALIBRATION) << name;
-    v1::FinishLeaseRequest finish;
-    finish.set_node_id(id);
-    finish.set_lease_id(c.lease().id());
-    finish.set_calibration_noise(noise);
     v1::FinishLeaseResponse done;
-    EXPECT_TRUE(AsNode([&](grpc::ClientContext* ctx) {
-                  return nodes->FinishLease(ctx, finish, &done);
-                }).ok())
-        << name;
+    EXPECT_TRUE(FinishCalibration(*nodes, id, c.lease(), noise, false, &done).ok()) << name;
     return id;
   };
   const std::string noisy = calibrated("noisy", 0.0409);
@@ -959,14 +967,8 @@ TEST_P(SchedulerOnEachStore, AnAcceptOnAMovedTipQueuesItsReMeasureBeforeTheNodeC
   ASSERT_FALSE(node.empty());
   const v1::SynchronizeResponse calibration = Synchronize(*nodes, node);
   ASSERT_EQ(calibration.lease().job_kind(), v1::CALIBRATION);
-  v1::FinishLeaseRequest calibrated;
-  calibrated.set_node_id(node);
-  calibrated.set_lease_id(calibration.lease().id());
-  calibrated.set_calibration_noise(0.01);
   v1::FinishLeaseResponse ignored;
-  ASSERT_TRUE(AsNode([&](grpc::ClientContext* c) {
-                return nodes->FinishLease(c, calibrated, &ignored);
-              }).ok());
+  ASSERT_TRUE(FinishCalibration(*nodes, node, calibration.lease(), 0.01, false, &ignored).ok());
 
   auto submit = [&](const std::string& ref, const std::string& target) {
     v1::SubmitRequest req;
@@ -1204,15 +1206,8 @@ TEST_F(SchedulerTest, ANodeThatDropsAConfirmerIsDecidedByTheManifest) {
     ctx.AddMetadata("authorization", "Bearer agent-token-01");
     ASSERT_TRUE(stub_->Submit(&ctx, req, &queued).ok());
   }
-  v1::FinishLeaseRequest calibrated;
-  calibrated.set_node_id(node);
-  calibrated.set_lease_id(calibration.lease().id());
-  calibrated.set_calibration_noise(0.01);
-  calibrated.set_claim_next(true);
   v1::FinishLeaseResponse next;
-  ASSERT_TRUE(AsNode([&](grpc::ClientContext* c) {
-                return nodes->FinishLease(c, calibrated, &next);
-              }).ok());
+  ASSERT_TRUE(FinishCalibration(*nodes, node, calibration.lease(), 0.01, true, &next).ok());
   ASSERT_TRUE(next.has_next_lease());
   const v1::Lease lease = next.next_lease();
   ASSERT_EQ(lease.evaluation().id(), queued.evaluation().id());
@@ -1295,15 +1290,8 @@ TEST_F(SchedulerTest, AnEvaluationNoiseLeftInconclusiveIsContinuedOnceOnACalmNod
   v1::SubmitResponse queued;
   ASSERT_TRUE(Submit("ci-token-0001", "comment", v1::CI, &queued).ok());
   EXPECT_EQ(queued.evaluation().candidate().error_share(), 0.9);
-  v1::FinishLeaseRequest calibrated;
-  calibrated.set_node_id(node);
-  calibrated.set_lease_id(calibration.lease().id());
-  calibrated.set_calibration_noise(0.01);
-  calibrated.set_claim_next(true);
   v1::FinishLeaseResponse next;
-  ASSERT_TRUE(AsNode([&](grpc::ClientContext* c) {
-                return nodes->FinishLease(c, calibrated, &next);
-              }).ok());
+  ASSERT_TRUE(FinishCalibration(*nodes, node, calibration.lease(), 0.01, true, &next).ok());
   ASSERT_TRUE(next.has_next_lease());
   const v1::Lease first = next.next_lease();
 
@@ -1419,15 +1407,8 @@ TEST_P(SchedulerOnEachStore, NodeTokensActOnlyAsTheirNodeAndTheSchedulerDecides)
   ASSERT_EQ(work.lease().job_kind(), v1::CALIBRATION);
   v1::SubmitResponse queued;
   ASSERT_TRUE(Submit("ci-token-0001", "comment", v1::CI, &queued).ok());
-  v1::FinishLeaseRequest calibrated;
-  calibrated.set_node_id(node);
-  calibrated.set_lease_id(work.lease().id());
-  calibrated.set_calibration_noise(0.01);
-  calibrated.set_claim_next(true);
   v1::FinishLeaseResponse next;
-  ASSERT_TRUE(AsNode([&](grpc::ClientContext* c) {
-                return nodes->FinishLease(c, calibrated, &next);
-              }, honest).ok());
+  ASSERT_TRUE(FinishCalibration(*nodes, node, work.lease(), 0.01, true, &next, honest).ok());
   ASSERT_TRUE(next.has_next_lease());
   const v1::Lease lease = next.next_lease();
 
