@@ -13,7 +13,7 @@
 
 namespace densegate::cli {
 
-// Exit codes shared by every subcommand (DESIGN.md, "Decision").
+// Exit codes shared by every subcommand (docs/design.md, section 6).
 enum ExitCode : int {
   kExitAccept = 0,
   kExitReject = 1,

@@ -93,7 +93,7 @@ void ApplyServerSettings(grpc::ServerBuilder& builder) {
   builder.SetMaxReceiveMessageSize(16 << 20);
   // Enough polling threads kept for a burst of node calls: the default (one)
   // makes gRPC start and stop threads under load (measured: about 12% more
-  // dispatches/s with 8 nodes, scheduler/dispatch_rate.md).
+  // dispatches/s with 8 nodes, docs/measurements/dispatch.md).
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 4);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 16);
 }

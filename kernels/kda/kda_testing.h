@@ -1,6 +1,6 @@
 // Helpers shared by the KDA tests, the precision sweep and the benchmark:
 // random inputs in the layout of kda_types.h (fp32 and an exact fp64 copy),
-// and the error metric of DESIGN.md (rel_rms plus elementwise max).
+// and the error metric of docs/design.md, section 7 (rel_rms plus elementwise max).
 //
 // Not for production paths. Plain functions and value types;
 // thread-compatible.

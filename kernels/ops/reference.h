@@ -1,5 +1,5 @@
 // Plain fp64 references for the ops in gemm.h, vector_ops.h and attention.h,
-// and the error metric of DESIGN.md section 4: rel_rms = RMS(out - ref) /
+// and the error metric of docs/design.md, section 7: rel_rms = RMS(out - ref) /
 // RMS(ref), with the elementwise maximum error alongside. The references
 // accumulate in double and use libm's double exp / sqrt / sin / cos; they are
 // written for clarity, not speed (use them on test-sized inputs).

@@ -214,7 +214,7 @@ struct AuditEntry {
 // How FinishLeaseAndClaimNext calls were served since the store was opened.
 // On PostgreSQL the calls that wait for a claim turn together share one
 // statement, so leases / statements is how many nodes a statement served
-// (what the claim limit trades against; scheduler/dispatch_rate.md, "What
+// (what the claim limit trades against; docs/measurements/dispatch.md, "What
 // bounds the pipeline"). SQLite serves each call in its own transaction and
 // counts none.
 struct FinishBatchCounts {
@@ -414,7 +414,7 @@ struct StoreOptions {
   // statement. Those statements go to one pipelined connection, where
   // PostgreSQL runs them one after another: with 2, the next batch is
   // already queued when one ends, and 8 nodes on a 2-core machine
-  // dispatched faster than with 1 (scheduler/dispatch_rate.md, "Finishes and
+  // dispatched faster than with 1 (docs/measurements/dispatch.md, "Finishes and
   // claims in a pipeline"). The limit is per store: several stores on one
   // database (scheduler replicas) each run their statements side by side
   // with the others', racing for the rows at the head of the queue, and

@@ -7,7 +7,7 @@
 // The PostgreSQL store runs its finish-and-claim statements through one: a
 // statement for several nodes costs PostgreSQL less per node than one
 // statement each (executor start-up, commit and round trip once per batch),
-// and the callers were waiting anyway (scheduler/dispatch_rate.md, "Finishes
+// and the callers were waiting anyway (docs/measurements/dispatch.md, "Finishes
 // and claims in batches").
 //
 // Thread-safe. `run` must not throw.

@@ -3,7 +3,7 @@
 // claims through one: claimers all race for the rows at the head of the
 // queue, and PostgreSQL spent about half the CPU per dispatch with two
 // claims in flight as with eight skipping and re-checking each other's locks
-// (scheduler/dispatch_rate.md, "Claims take turns").
+// (docs/measurements/dispatch.md, "Claims take turns").
 //
 // Thread-safe. Reentrancy is the caller's concern: a thread that enters
 // twice without leaving counts twice.
@@ -42,7 +42,7 @@ class ConcurrencyLimit {
  private:
   // A caller waiting its turn; Leave hands its place to the first one and
   // notifies it after letting go of `mu_`, so that the woken thread does not
-  // wake into a held lock and sleep again (scheduler/dispatch_rate.md, "Claims
+  // wake into a held lock and sleep again (docs/measurements/dispatch.md, "Claims
   // take turns"). Shared: Leave's reference keeps the condition variable alive
   // while it notifies, even if the waiter has already seen `admitted` and
   // returned.

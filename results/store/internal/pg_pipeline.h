@@ -10,7 +10,7 @@
 // affect the next.
 //
 // The store sends its claim and finish-and-claim statements through one
-// (scheduler/dispatch_rate.md, "Finishes and claims in a pipeline").
+// (docs/measurements/dispatch.md, "Finishes and claims in a pipeline").
 //
 // A lost connection fails every statement in flight with Unavailable
 // (whether each took effect is unknown); the next call reconnects.

@@ -2619,7 +2619,7 @@ class SqlStore : public Store {
 
   // A batch of one: PgFinish() and kPgClaimAfterFinish, which cost
   // PostgreSQL about 200 us less than kPgFinishAndClaimBatch for one lease
-  // (scheduler/dispatch_rate.md, "Finishes and claims in batches").
+  // (docs/measurements/dispatch.md, "Finishes and claims in batches").
   absl::Status ExecFinishOne(FinishBatchItem& item) {
     std::vector<SqlValue> args =
         PgFinishArgs(*item.ref, *item.verdict, item.now_us);

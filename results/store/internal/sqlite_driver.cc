@@ -391,7 +391,7 @@ absl::StatusOr<std::unique_ptr<SqlDriver>> OpenSqliteDriver(
   // default (1,000 pages of 4 KiB) and its checkpoints, which copy pages
   // back and sync both files on the committing thread, a quarter as
   // frequent: about 200 dispatches apart instead of 50. Together 1.17x
-  // dispatches/s (scheduler/dispatch_rate.md, "SQLite pages and
+  // dispatches/s (docs/measurements/dispatch.md, "SQLite pages and
   // checkpoints").
   const char* pragmas =
       "PRAGMA page_size=1024; PRAGMA journal_mode=WAL; "
