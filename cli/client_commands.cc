@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "bisect/bisect.h"
 #include "cli/channel_flags.h"
 #include "cli/command.h"
 #include "cli/terminal_progress.h"
@@ -229,42 +230,51 @@ struct BisectArgs {
   int parallel = 2;
 };
 
-// Up to `k` commit indices strictly between `lo` (known good; -1 is the good
-// commit itself) and `hi` (known bad), evenly spread.
-std::vector<int> BisectSplits(int lo, int hi, int k) {
-  std::vector<int> out;
-  const int gap = hi - lo - 1;
-  k = std::min(k, gap);
-  for (int i = 1; i <= k; ++i) {
-    const int idx = lo + static_cast<int>(static_cast<int64_t>(i) * (hi - lo) / (k + 1));
-    if (idx > lo && idx < hi && (out.empty() || idx > out.back())) out.push_back(idx);
-  }
-  return out;
-}
+// A bisection's steps through the scheduler's API.
+class GrpcStepEvaluator : public bisect::StepEvaluator {
+ public:
+  explicit GrpcStepEvaluator(const ClientArgs& a) : args_(a), stub_(Stub(a)) {}
 
-// Polls until the evaluation ends; one that noise left inconclusive is
-// followed to its second part, whose verdict decides.
-absl::StatusOr<v1::Evaluation> AwaitEvaluation(v1::Densegate::Stub* stub, const ClientArgs& a,
-                                               std::string id) {
-  while (true) {
+  absl::StatusOr<std::string> Submit(const v1::SubmitRequest& request) override {
     grpc::ClientContext ctx;
-    Attach(a, &ctx);
-    v1::GetEvaluationRequest req;
-    req.set_id(id);
-    v1::Evaluation e;
-    if (grpc::Status s = stub->GetEvaluation(&ctx, req, &e); !s.ok()) {
-      return absl::UnavailableError(s.error_message());
-    }
-    if (!e.continued_by().empty()) {
-      id = e.continued_by();
-      continue;
-    }
-    if (e.state() == v1::FINISHED || e.state() == v1::CANCELLED || e.state() == v1::DEAD) {
-      return e;
-    }
-    absl::SleepFor(absl::Milliseconds(500));
+    Attach(args_, &ctx);
+    v1::SubmitResponse resp;
+    submit_status_ = stub_->Submit(&ctx, request, &resp);
+    if (!submit_status_.ok()) return absl::UnavailableError(submit_status_.error_message());
+    return resp.evaluation().id();
   }
-}
+
+  // Polls until the evaluation ends, following a second part.
+  absl::StatusOr<v1::Evaluation> Await(const std::string& evaluation_id) override {
+    std::string id = evaluation_id;
+    while (true) {
+      grpc::ClientContext ctx;
+      Attach(args_, &ctx);
+      v1::GetEvaluationRequest req;
+      req.set_id(id);
+      v1::Evaluation e;
+      if (grpc::Status s = stub_->GetEvaluation(&ctx, req, &e); !s.ok()) {
+        return absl::UnavailableError(s.error_message());
+      }
+      if (!e.continued_by().empty()) {
+        id = e.continued_by();
+        continue;
+      }
+      if (e.state() == v1::FINISHED || e.state() == v1::CANCELLED || e.state() == v1::DEAD) {
+        return e;
+      }
+      absl::SleepFor(absl::Milliseconds(500));
+    }
+  }
+
+  // The last Submit's gRPC status, for the exit code of a refused one.
+  const grpc::Status& submit_status() const { return submit_status_; }
+
+ private:
+  const ClientArgs& args_;
+  std::unique_ptr<v1::Densegate::Stub> stub_;
+  grpc::Status submit_status_;
+};
 
 int Bisect(const BisectArgs& a) {
   if (a.metric.empty() || a.good.empty() || a.bad.empty() || a.parallel < 1) {
@@ -280,8 +290,12 @@ int Bisect(const BisectArgs& a) {
     std::cerr << "densegate bisect: " << list.status().message() << "\n";
     return kExitUsage;
   }
-  std::vector<std::string> commits = absl::StrSplit(*list, '\n', absl::SkipWhitespace());
-  if (commits.empty()) {
+  bisect::Range range;
+  range.repo = a.repo;
+  range.metric = a.metric;
+  range.parallel = a.parallel;
+  range.commits = absl::StrSplit(*list, '\n', absl::SkipWhitespace());
+  if (range.commits.empty()) {
     std::cerr << "densegate bisect: no commits between " << a.good << " and " << a.bad
               << " (is --good an ancestor of --bad?)\n";
     return kExitUsage;
@@ -291,96 +305,69 @@ int Bisect(const BisectArgs& a) {
     std::cerr << "densegate bisect: " << good_sha.status().message() << "\n";
     return kExitUsage;
   }
-  auto stub = Stub(a.client);
+  range.good = *good_sha;
   if (!a.client.json) {
     std::cerr << absl::StrFormat("bisect %s between %s (good) and %s (bad): %d commits\n",
-                                 a.metric, good_sha->substr(0, 12),
-                                 commits.back().substr(0, 12), commits.size());
+                                 a.metric, range.good.substr(0, 12),
+                                 range.commits.back().substr(0, 12), range.commits.size());
   }
-  nlohmann::json steps = nlohmann::json::array();
-  int lo = -1, hi = static_cast<int>(commits.size()) - 1;
-  for (int round = 1; hi - lo > 1; ++round) {
-    const std::vector<int> splits = BisectSplits(lo, hi, a.parallel);
-    // Each split point against the good commit, with the gate's statistics
-    // (CI kind: it runs before experiments; no-regression policy), scoped to
-    // the metric: another benchmark neither runs nor decides the step.
-    std::vector<std::string> ids;
-    for (int idx : splits) {
-      v1::SubmitRequest req;
-      req.set_repo(a.repo);
-      req.set_baseline_ref(*good_sha);
-      req.set_candidate_ref(commits[idx]);
-      req.set_kind(v1::CI);
-      req.set_policy(v1::NO_REGRESSION);
-      req.add_metric_scope(a.metric);
-      // Named so that the report can put the bisection back together.
-      req.set_hypothesis(results::BisectHypothesis(idx + 1, static_cast<int>(commits.size())));
-      req.set_campaign(results::BisectCampaign(a.metric, *good_sha, commits.back()));
-      grpc::ClientContext ctx;
-      Attach(a.client, &ctx);
-      v1::SubmitResponse resp;
-      if (grpc::Status s = stub->Submit(&ctx, req, &resp); !s.ok()) return Fail("bisect", s);
-      ids.push_back(resp.evaluation().id());
-    }
-    if (!a.client.json) {
-      std::cerr << absl::StrFormat("round %d: %d commit(s) in parallel\n", round, splits.size());
-    }
-    int first_bad = -1, last_good = lo;
-    for (size_t i = 0; i < splits.size(); ++i) {
-      absl::StatusOr<v1::Evaluation> e = AwaitEvaluation(stub.get(), a.client, ids[i]);
-      if (!e.ok()) {
-        std::cerr << "densegate bisect: " << e.status().message() << "\n";
-        return kExitInfrastructure;
-      }
-      const v1::MetricComparison* m = results::FindMetric(e->verdict(), a.metric);
-      const results::BisectResult result = e->state() == v1::FINISHED
-                                               ? results::ClassifyBisectStep(e->verdict(), a.metric)
-                                               : results::BisectResult::kUndecided;
-      if (result == results::BisectResult::kUndecided) {
-        // Neither side of the range can take it: the gate found no slowdown
-        // beyond the budget, nor bounded one within it.
-        std::cerr << absl::StrFormat(
-            "densegate bisect: %s at %s is undecided (evaluation %s, %s%s%s); measure that "
-            "commit again or bisect a narrower range\n",
-            a.metric, commits[splits[i]].substr(0, 12), e->id(),
-            absl::AsciiStrToLower(v1::EvaluationState_Name(e->state())),
-            m == nullptr ? "" : ", " + results::SpeedupText(*m),
-            e->verdict().reasons().empty() ? "" : ": " + e->verdict().reasons(0).message());
-        return kExitInconclusive;
-      }
-      const bool regressed = result == results::BisectResult::kRegressed;
-      steps.push_back({{"commit", commits[splits[i]]},
-                       {"evaluation", e->id()},
+  bisect::Listener listener;
+  if (!a.client.json) {
+    listener.round = [](int round, int commits) {
+      std::cerr << absl::StrFormat("round %d: %d commit(s) in parallel\n", round, commits);
+    };
+    listener.step = [&a](const bisect::Step& step) {
+      if (step.result == results::BisectResult::kUndecided) return;  // Said below.
+      const v1::MetricComparison* m = results::FindMetric(step.evaluation.verdict(), a.metric);
+      std::cerr << absl::StrFormat("  %s  %s  %s\n", step.commit.substr(0, 12),
+                                   results::SpeedupText(*m), results::BisectResultName(step.result));
+    };
+  }
+  GrpcStepEvaluator evaluator(a.client);
+  absl::StatusOr<bisect::Outcome> outcome = bisect::FindCulprit(range, evaluator, listener);
+  if (!outcome.ok()) {
+    if (!evaluator.submit_status().ok()) return Fail("bisect", evaluator.submit_status());
+    std::cerr << "densegate bisect: " << outcome.status().message() << "\n";
+    return kExitInfrastructure;
+  }
+  if (outcome->culprit.empty()) {
+    // Neither side of the range can take the last step: the gate found no
+    // slowdown beyond the budget, nor bounded one within it.
+    const bisect::Step& step = outcome->steps.back();
+    const v1::Evaluation& e = step.evaluation;
+    const v1::MetricComparison* m = results::FindMetric(e.verdict(), a.metric);
+    std::cerr << absl::StrFormat(
+        "densegate bisect: %s at %s is undecided (evaluation %s, %s%s%s); measure that "
+        "commit again or bisect a narrower range\n",
+        a.metric, step.commit.substr(0, 12), e.id(),
+        absl::AsciiStrToLower(v1::EvaluationState_Name(e.state())),
+        m == nullptr ? "" : ", " + results::SpeedupText(*m),
+        e.verdict().reasons().empty() ? "" : ": " + e.verdict().reasons(0).message());
+    return kExitInconclusive;
+  }
+  absl::StatusOr<std::string> subject =
+      git.Run(a.repo, {"log", "-1", "--format=%s", outcome->culprit});
+  const std::string subject_line =
+      subject.ok() ? std::string(absl::StripAsciiWhitespace(*subject)) : "";
+  if (a.client.json) {
+    nlohmann::json steps = nlohmann::json::array();
+    for (const bisect::Step& step : outcome->steps) {
+      const v1::MetricComparison* m = results::FindMetric(step.evaluation.verdict(), a.metric);
+      steps.push_back({{"commit", step.commit},
+                       {"evaluation", step.evaluation.id()},
                        {"speedup", m->speedup()},
                        {"ci_low", m->ci_low()},
                        {"ci_high", m->ci_high()},
                        {"inputs_identical", m->inputs_identical()},
                        {"text", results::SpeedupText(*m)},
-                       {"result", results::BisectResultName(result)}});
-      if (!a.client.json) {
-        std::cerr << absl::StrFormat("  %s  %s  %s\n", commits[splits[i]].substr(0, 12),
-                                     results::SpeedupText(*m), results::BisectResultName(result));
-      }
-      if (regressed && first_bad < 0) first_bad = splits[i];
-      if (!regressed && first_bad < 0) last_good = splits[i];
+                       {"result", results::BisectResultName(step.result)}});
     }
-    lo = last_good;
-    if (first_bad >= 0) hi = first_bad;
-  }
-  const std::string culprit = commits[hi];
-  absl::StatusOr<std::string> subject = git.Run(a.repo, {"log", "-1", "--format=%s", culprit});
-  if (a.client.json) {
-    nlohmann::json out = {{"metric", a.metric},
-                          {"good", *good_sha},
-                          {"bad", commits.back()},
-                          {"culprit", culprit},
-                          {"subject", subject.ok() ? std::string(absl::StripAsciiWhitespace(*subject))
-                                                   : ""},
-                          {"steps", steps}};
+    nlohmann::json out = {{"metric", a.metric},         {"good", range.good},
+                          {"bad", range.commits.back()}, {"culprit", outcome->culprit},
+                          {"subject", subject_line},     {"steps", steps}};
     std::cout << out.dump(2) << "\n";
   } else {
-    std::cout << "culprit: " << culprit.substr(0, 12) << " "
-              << (subject.ok() ? absl::StripAsciiWhitespace(*subject) : "") << "\n";
+    std::cout << "culprit: " << outcome->culprit.substr(0, 12) << " " << subject_line << "\n";
   }
   return kExitAccept;
 }
