@@ -104,6 +104,9 @@ class Scheduler {
   class NodeServiceImpl;
   friend class ClientService;
   friend class NodeServiceImpl;
+  // Defined beside each service (client_service.cc, node_service.cc).
+  static std::unique_ptr<grpc::Service> NewClientService(Scheduler* s);
+  static std::unique_ptr<grpc::Service> NewNodeService(Scheduler* s);
 
   // Resolves the refs, reads and validates the baseline's manifest, applies
   // the per-submitter experiment limit and queues the candidate (or finds
@@ -177,8 +180,8 @@ class Scheduler {
   MergeQueue merges_;
   std::mutex merges_mu_;       // Held by AdvanceMerges.
   bool merges_swept_ = false;  // Guarded by merges_mu_.
-  std::unique_ptr<ClientService> client_;
-  std::unique_ptr<NodeServiceImpl> node_;
+  std::unique_ptr<grpc::Service> client_;
+  std::unique_ptr<grpc::Service> node_;
 
   // Counters since start (for /metrics).
   std::atomic<int64_t> dispatches_{0};
