@@ -1,0 +1,41 @@
+// What both renderers of the report print from its JSON (BuildReport):
+// the headline metric of a verdict and the cells of each table. Internal to
+// results/report.
+#ifndef DENSEGATE_RESULTS_REPORT_INTERNAL_CELLS_H_
+#define DENSEGATE_RESULTS_REPORT_INTERNAL_CELLS_H_
+
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "proto/densegate.pb.h"
+
+namespace densegate::results::internal {
+
+// The metric a candidate is judged by: its first measured primary metric,
+// else its first primary one, else its first metric; null when the verdict
+// has none.
+const v1::MetricComparison* Headline(const v1::Verdict& v);
+
+std::vector<std::string> CandidateCells(const nlohmann::json& c);
+std::vector<std::string> ChangePointCells(const nlohmann::json& p);
+std::vector<std::string> NodeCells(const nlohmann::json& n);
+std::vector<std::string> BisectCells(const nlohmann::json& s);
+
+extern const std::vector<std::string> kCandidateHeaders;
+extern const std::vector<std::string> kChangePointHeaders;
+extern const std::vector<std::string> kNodeHeaders;
+extern const std::vector<std::string> kBisectHeaders;
+extern const char kNoChangePoints[];
+
+// The rows `cells` makes of the JSON array `items`.
+template <typename F>
+std::vector<std::vector<std::string>> Rows(const nlohmann::json& items, F cells) {
+  std::vector<std::vector<std::string>> rows;
+  for (const nlohmann::json& item : items) rows.push_back(cells(item));
+  return rows;
+}
+
+}  // namespace densegate::results::internal
+
+#endif  // DENSEGATE_RESULTS_REPORT_INTERNAL_CELLS_H_
