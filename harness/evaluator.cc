@@ -699,15 +699,31 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   }
   const bool nothing_to_measure = benchmarks_unchanged && unchanged_checks == timed_checks.size();
   // A noisy node measures its end-to-end samples more precisely, never
-  // with wider bounds (EndToEndRunsPerArm).
+  // with wider bounds (EndToEndRunsPerArm). The extra runs are for guards:
+  // a benchmark whose every metric carries a claim is decided by its
+  // claims, and runs once.
   const int runs_per_arm = EndToEndRunsPerArm(request_.node_noise);
+  std::set<std::string> claimed;
+  for (const v1::Claim& c : request_.claims) claimed.insert(c.metric());
+  auto runs_of = [&](const v1::BenchmarkSpec& b) {
+    if (b.kind() != v1::JSON_COMMAND) return 1;
+    for (const v1::MetricSpec& m : b.metrics()) {
+      if (claimed.count(m.name()) == 0) return runs_per_arm;
+    }
+    return 1;
+  };
+  std::vector<std::string> repeated;
+  for (const v1::BenchmarkSpec& b : manifest_.benchmarks()) {
+    if (InScope(b) && !unchanged_.count(b.name()) && runs_of(b) > 1) repeated.push_back(b.name());
+  }
   host_.set_node_noise(request_.node_noise);
-  host_.set_end_to_end_runs_per_arm(runs_per_arm);
-  if (runs_per_arm > 1 && has_e2e && !nothing_to_measure) {
+  host_.set_end_to_end_runs_per_arm(repeated.empty() ? 1 : runs_per_arm);
+  if (!repeated.empty()) {
     Say(v1::END_TO_END,
-        absl::StrFormat("node calibrated at %.2f%% noise (quiet: %.1f%%): each end-to-end "
-                        "benchmark runs %d times per arm and pair, its sample their geometric mean",
-                        100 * request_.node_noise, 100 * kQuietNodeNoise, runs_per_arm));
+        absl::StrFormat("node calibrated at %.2f%% noise (quiet: %.1f%%): %s runs %d times "
+                        "per arm and pair, its sample their geometric mean",
+                        100 * request_.node_noise, 100 * kQuietNodeNoise,
+                        absl::StrJoin(repeated, ", "), runs_per_arm));
   }
   int pairs = 0;
   int target = nothing_to_measure ? 0 : results::PlanLooks(gate_input_.params).pairs.front();
@@ -907,7 +923,7 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
               std::string command =
                   absl::StrReplaceAll(b.command(), {{kSeedPlaceholder, pair_seed}});
               if (b.kind() == v1::GOOGLE_BENCHMARK) command += " --benchmark_format=json";
-              const int runs = b.kind() == v1::JSON_COMMAND ? runs_per_arm : 1;
+              const int runs = runs_of(b);
               // Per metric, the log of each run's value: the sample is their
               // geometric mean (EndToEndRunsPerArm).
               std::vector<double> log_sum(b.metrics_size(), 0);

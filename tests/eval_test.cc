@@ -112,6 +112,30 @@ class EvalTest : public ::testing::Test {
     Sh(git + " add -A && " + git + " commit -q --allow-empty -m '" + message + "'");
   }
 
+  // A repository whose one end-to-end benchmark reports a throughput of its
+  // own on every run (100-163), and a candidate that changes nothing it reads.
+  void WriteNoisyEndToEndRepo() {
+    Write("densegate.json", R"({
+  "schema_version": 1,
+  "name": "tiny-e2e",
+  "build": {"command": "true", "timeout_s": 60},
+  "benchmarks": [{
+    "name": "e2e", "kind": "JSON_COMMAND", "command": "sh e2e.sh", "timeout_s": 60,
+    "skip_when_identical": false,
+    "metrics": [{"name": "e2e.throughput", "source": "throughput", "unit": "req/s",
+                 "direction": "HIGHER_IS_BETTER", "primary": true}]
+  }],
+  "gate": {"min_effect": 0.02, "regression_budget": 0.10, "min_pairs": 6, "max_pairs": 6},
+  "protected_paths": ["densegate.json"]
+})");
+    // Every run reports a throughput of its own (100-163).
+    Write("e2e.sh", R"sh(echo "{\"throughput\": $((100 + $(od -An -N1 -tu1 /dev/urandom) % 64))}"
+)sh");
+    Commit("baseline with a noisy end-to-end benchmark");
+    Write("notes.txt", "unrelated\n");
+    Commit("a change the benchmark does not see");
+  }
+
   void Write(const std::string& file, const std::string& text) {
     std::ofstream(repo_ + "/" + file) << text;
   }
@@ -1080,25 +1104,7 @@ TEST(EndToEndRunsPerArmTest, GrowWithTheSquareOfTheNodesNoiseUpToTheCap) {
 // and pair, each run a process of its own, and the pair's sample is the
 // geometric mean of the four runs' values; the provenance says so.
 TEST_F(EvalTest, ANoisyNodeRunsEachEndToEndBenchmarkSeveralTimesPerArm) {
-  Write("densegate.json", R"({
-  "schema_version": 1,
-  "name": "tiny-e2e",
-  "build": {"command": "true", "timeout_s": 60},
-  "benchmarks": [{
-    "name": "e2e", "kind": "JSON_COMMAND", "command": "sh e2e.sh", "timeout_s": 60,
-    "skip_when_identical": false,
-    "metrics": [{"name": "e2e.throughput", "source": "throughput", "unit": "req/s",
-                 "direction": "HIGHER_IS_BETTER", "primary": true}]
-  }],
-  "gate": {"min_effect": 0.02, "regression_budget": 0.10, "min_pairs": 6, "max_pairs": 6},
-  "protected_paths": ["densegate.json"]
-})");
-  // Every run reports a throughput of its own (100-163).
-  Write("e2e.sh", R"sh(echo "{\"throughput\": $((100 + $(od -An -N1 -tu1 /dev/urandom) % 64))}"
-)sh");
-  Commit("baseline with a noisy end-to-end benchmark");
-  Write("notes.txt", "unrelated\n");
-  Commit("a change the benchmark does not see");
+  WriteNoisyEndToEndRepo();
   node_noise_ = 0.03;
   EvalOutcome o = Eval(v1::NO_REGRESSION);
   EXPECT_EQ(o.verdict.provenance().host().node_noise(), 0.03);
@@ -1125,9 +1131,27 @@ TEST_F(EvalTest, ANoisyNodeRunsEachEndToEndBenchmarkSeveralTimesPerArm) {
   bool said = false;
   for (const v1::Progress& p : recorder_.progress) {
     said |= absl::StrContains(p.message(),
-                              "each end-to-end benchmark runs 4 times per arm and pair");
+                              "e2e runs 4 times per arm and pair");
   }
   EXPECT_TRUE(said);
+}
+
+TEST_F(EvalTest, ANoisyNodeRunsAnEndToEndBenchmarkOnceWhenAClaimDecidesEachOfItsMetrics) {
+  // The extra runs are for guard metrics: a claimed metric is decided by its
+  // claim, and a second part on a calm node follows if noise leaves it open.
+  WriteNoisyEndToEndRepo();
+  node_noise_ = 0.03;
+  v1::Claim claim;
+  claim.set_metric("e2e.throughput");
+  claim.set_min_speedup(0.5);
+  EvalOutcome o = Eval(v1::NO_REGRESSION, {claim});
+  EXPECT_EQ(o.verdict.provenance().host().end_to_end_runs_per_arm(), 1);
+  const std::string logs = Tmp() + "/out-" + name_ + "/logs/";
+  EXPECT_TRUE(std::ifstream(logs + "bench-e2e-candidate-0.out").good());
+  EXPECT_FALSE(std::ifstream(logs + "bench-e2e-candidate-0-run2.out").good());
+  for (const v1::Progress& p : recorder_.progress) {
+    EXPECT_FALSE(absl::StrContains(p.message(), "times per arm and pair")) << p.message();
+  }
 }
 
 TEST_F(EvalTest, ACandidateThatFillsTheDiskFailsItsOwnEvaluation) {
