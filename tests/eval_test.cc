@@ -2,6 +2,7 @@
 // workload (tests/fixtures/tiny_workload) committed as the baseline, and one
 // candidate commit per case, evaluated by the same Evaluator `densegate eval`
 // uses, with real builds and real benchmark processes.
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +30,7 @@
 namespace densegate::harness {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -1128,6 +1130,27 @@ TEST_F(EvalTest, ANoisyNodeRunsEachEndToEndBenchmarkSeveralTimesPerArm) {
     ++checked;
   }
   EXPECT_EQ(checked, 12);  // 6 pairs, two arms.
+  // The arms alternate run by run, each run in the other order from the last
+  // (pair 0: baseline, candidate, candidate, baseline, ...), so that a drift
+  // of the host's speed meets both arms alike: the runs' logs were written
+  // in that order.
+  std::vector<std::pair<int64_t, std::string>> written;
+  for (const char* arm : {"baseline", "candidate"}) {
+    for (int run = 1; run <= 4; ++run) {
+      std::string name = absl::StrFormat("bench-e2e-%s-0", arm);
+      if (run > 1) absl::StrAppend(&name, "-run", run);
+      struct stat st {};
+      ASSERT_EQ(stat((logs + name + ".out").c_str(), &st), 0) << name;
+      written.push_back({int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec, name});
+    }
+  }
+  std::sort(written.begin(), written.end());
+  std::vector<std::string> order;
+  for (const auto& [at, name] : written) order.push_back(name);
+  EXPECT_THAT(order, ElementsAre("bench-e2e-baseline-0", "bench-e2e-candidate-0",
+                                 "bench-e2e-candidate-0-run2", "bench-e2e-baseline-0-run2",
+                                 "bench-e2e-baseline-0-run3", "bench-e2e-candidate-0-run3",
+                                 "bench-e2e-candidate-0-run4", "bench-e2e-baseline-0-run4"));
   bool said = false;
   for (const v1::Progress& p : recorder_.progress) {
     said |= absl::StrContains(p.message(),

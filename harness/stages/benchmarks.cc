@@ -234,24 +234,30 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
   // pairs the baseline first), back to back under one hold of the host lock
   // (the machine to themselves), so that a slow spell of the host lasting
   // seconds meets both arms, not one (arm by arm, with two nodes taking
-  // turns, they were ~10 s apart). The probe runs before each arm and after
-  // both; the two are measured again while measure_again says so. run_arm
-  // returns false to end the stage (it recorded why).
+  // turns, they were ~10 s apart). With several runs per arm the arms
+  // alternate run by run, each run in the other order from the last (B C C B
+  // B C ...): repeats in one arm back to back left a drift of the host's
+  // speed between the arms in every sample (docs/measurements/noise.md). The
+  // probe runs before each arm's first run and after the last; the pair is
+  // measured again while measure_again says so. run_arm returns false to end
+  // the stage (it recorded why).
   auto measure_both_arms =
-      [&](const std::string& benchmark,
-          absl::FunctionRef<absl::StatusOr<bool>(bool candidate, const std::string& arm)> run_arm)
-      -> absl::StatusOr<bool> {
+      [&](const std::string& benchmark, int runs,
+          absl::FunctionRef<absl::StatusOr<bool>(bool candidate, const std::string& arm, int run)>
+              run_arm) -> absl::StatusOr<bool> {
     for (int tries = 1;; ++tries) {
       const Added before = before_runs();
       const absl::Time started = absl::Now();
       std::vector<double> probe_seconds;
       {
         HostLock::Guard measuring(options_.host_lock, HostLock::Mode::kExclusive);
-        for (int turn = 0; turn < 2; ++turn) {
-          const bool candidate = (pairs % 2 == 0) == (turn == 1);
-          if (probe != nullptr) probe_seconds.push_back(read_probe());
-          absl::StatusOr<bool> ok = run_arm(candidate, candidate ? "candidate" : "baseline");
-          if (!ok.ok() || !*ok) return ok;
+        for (int run = 0; run < runs; ++run) {
+          for (int turn = 0; turn < 2; ++turn) {
+            const bool candidate = ((pairs + run) % 2 == 0) == (turn == 1);
+            if (probe != nullptr && run == 0) probe_seconds.push_back(read_probe());
+            absl::StatusOr<bool> ok = run_arm(candidate, candidate ? "candidate" : "baseline", run);
+            if (!ok.ok() || !*ok) return ok;
+          }
         }
         if (probe != nullptr) probe_seconds.push_back(read_probe());
       }
@@ -279,46 +285,51 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
           first_metric += b.metrics_size();
           continue;
         }
+        const int runs = runs_of(b);
+        // Per arm (baseline, candidate) and metric, the log of each run's
+        // value: the sample is their geometric mean (EndToEndRunsPerArm).
+        std::vector<double> log_sum[2];
+        double wall_seconds[2] = {0, 0}, cpu_seconds[2] = {0, 0};
         absl::StatusOr<bool> measured = measure_both_arms(
-            b.name(), [&](bool candidate, const std::string& arm) -> absl::StatusOr<bool> {
-              size_t metric_index = first_metric;
+            b.name(), runs,
+            [&](bool candidate, const std::string& arm, int run) -> absl::StatusOr<bool> {
+              if (run == 0) {  // Also when the pair is measured again.
+                log_sum[candidate].assign(b.metrics_size(), 0);
+                wall_seconds[candidate] = cpu_seconds[candidate] = 0;
+              }
               std::string command =
                   absl::StrReplaceAll(b.command(), {{kSeedPlaceholder, pair_seed}});
               if (b.kind() == v1::GOOGLE_BENCHMARK) command += " --benchmark_format=json";
-              const int runs = runs_of(b);
-              // Per metric, the log of each run's value: the sample is their
-              // geometric mean (EndToEndRunsPerArm).
-              std::vector<double> log_sum(b.metrics_size(), 0);
-              double wall_seconds = 0, cpu_seconds = 0;
-              for (int run = 0; run < runs; ++run) {
-                std::string name = absl::StrFormat("bench-%s-%s-%d", b.name(), arm, pairs);
-                if (run > 0) absl::StrAppend(&name, "-run", run + 1);
-                absl::StatusOr<ProcessResult> r = Shell(command, candidate, name, b.timeout_s(),
-                                                        ArmSandbox(candidate, Access::kMeasure));
-                if (!r.ok()) return r.status();
-                wall_seconds += r->wall_seconds;
-                cpu_seconds += r->user_seconds + r->system_seconds;
-                const std::vector<double> values =
-                    MeasuredValues(b, candidate, arm, pairs, run, pair_seed, name, *r, &micro);
-                if (values.empty()) return false;  // MeasuredValues recorded why.
-                for (size_t i = 0; i < values.size(); ++i) log_sum[i] += std::log(values[i]);
+              std::string name = absl::StrFormat("bench-%s-%s-%d", b.name(), arm, pairs);
+              if (run > 0) absl::StrAppend(&name, "-run", run + 1);
+              absl::StatusOr<ProcessResult> r = Shell(command, candidate, name, b.timeout_s(),
+                                                      ArmSandbox(candidate, Access::kMeasure));
+              if (!r.ok()) return r.status();
+              wall_seconds[candidate] += r->wall_seconds;
+              cpu_seconds[candidate] += r->user_seconds + r->system_seconds;
+              const std::vector<double> run_values =
+                  MeasuredValues(b, candidate, arm, pairs, run, pair_seed, name, *r, &micro);
+              if (run_values.empty()) return false;  // MeasuredValues recorded why.
+              for (size_t i = 0; i < run_values.size(); ++i) {
+                log_sum[candidate][i] += std::log(run_values[i]);
               }
-              std::vector<double> values;
-              for (double sum : log_sum) values.push_back(std::exp(sum / runs));
-              for (size_t i = 0; i < values.size(); ++i, ++metric_index) {
+              if (run + 1 < runs) return true;
+              size_t metric_index = first_metric;
+              for (size_t i = 0; i < run_values.size(); ++i, ++metric_index) {
+                const double value = std::exp(log_sum[candidate][i] / runs);
                 MetricSamples& s = metrics_[metric_index];
                 // Kept out of the samples too, so that recompute sees what the gate saw.
                 if (!InScope(s.name)) continue;
-                (candidate ? s.candidate : s.baseline).push_back(values[i]);
+                (candidate ? s.candidate : s.baseline).push_back(value);
                 v1::Sample sample;
                 sample.set_id(next_sample_id++);
                 sample.set_metric(s.name);
                 sample.set_arm(candidate ? v1::CANDIDATE : v1::BASELINE);
                 sample.set_pair_index(pairs);
-                sample.set_value(values[i]);
+                sample.set_value(value);
                 sample.set_unit(s.unit);
-                sample.set_process_wall_seconds(wall_seconds);
-                sample.set_process_cpu_seconds(cpu_seconds);
+                sample.set_process_wall_seconds(wall_seconds[candidate]);
+                sample.set_process_cpu_seconds(cpu_seconds[candidate]);
                 samples_.push_back(sample);
               }
               return true;
@@ -332,7 +343,7 @@ absl::StatusOr<bool> Evaluation::Benchmarks() {
           continue;
         }
         absl::StatusOr<bool> measured = measure_both_arms(
-            c->name(), [&](bool candidate, const std::string& arm) -> absl::StatusOr<bool> {
+            c->name(), 1, [&](bool candidate, const std::string& arm, int) -> absl::StatusOr<bool> {
               size_t metric_index = first_metric;
               std::string name = absl::StrFormat("timed-%s-%s-%d", c->name(), arm, pairs);
               KernelCheckSetup setup = CheckSetup(candidate, name);
