@@ -15,6 +15,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/densegate.pb.h"
+#include "scheduler/scheduler.h"
 
 namespace densegate::scheduler::internal {
 
@@ -48,10 +49,7 @@ inline absl::Status Distrusted(const v1::Node& node) {
 // status as gRPC's.
 template <typename T>
 grpc::Status Reply(absl::StatusOr<T> result, T* response) {
-  if (!result.ok()) {
-    return grpc::Status(static_cast<grpc::StatusCode>(result.status().code()),
-                        std::string(result.status().message()));
-  }
+  if (!result.ok()) return ToGrpc(result.status());
   *response = *std::move(result);
   return grpc::Status::OK;
 }
