@@ -146,6 +146,10 @@ class Evaluation {
   absl::StatusOr<EvalOutcome> Run();
 
  private:
+  // Benchmark -> counter -> values per arm (baseline, candidate).
+  using CounterSamples =
+      std::map<std::string, std::map<std::string, std::pair<std::vector<double>, std::vector<double>>>>;
+
   // Runs a shell command in an arm's worktree and sandbox; its output goes
   // to logs/<name>.{out,err}.
   absl::StatusOr<ProcessResult> Shell(const std::string& command, bool candidate,
@@ -194,6 +198,76 @@ class Evaluation {
   bool KernelChecks(StageRun* run, std::vector<std::string>* failed, int* passed);
   absl::StatusOr<bool> Precision();
   absl::StatusOr<bool> Benchmarks();
+
+  // The benchmark stage (stages/benchmark*.cc), planned before its first
+  // pair (benchmark_plan.cc):
+  struct BenchmarkPlan {
+    // The kernel checks with a metric in scope, manifest order; their
+    // metrics follow the benchmarks' in metrics_.
+    std::vector<const v1::KernelCheck*> timed_checks;
+    // Benchmarks with no metric in the request's scope: not run.
+    std::vector<std::string> out_of_scope;
+    bool has_micro = false, has_e2e = false;
+    // Every benchmark and timed check is out of scope or byte-identical.
+    bool nothing_to_measure = false;
+    // Benchmark -> runs per arm and pair (EndToEndRunsPerArm, for guards).
+    std::map<std::string, int> runs_per_arm;
+    // Which benchmarks' pairs were taken from request_.prior, for the summary.
+    std::string prior_note;
+    // The metric (index into metrics_) the per-pair progress line shows.
+    size_t shown_metric = 0;
+  };
+  // Builds metrics_ and the plan's scope: which benchmarks and timed checks run.
+  BenchmarkPlan ScopeBenchmarks();
+  // The rest of the plan: unchanged inputs, runs per arm, prior samples.
+  void PlanMeasurements(BenchmarkPlan* plan);
+  // Marks the timed checks whose runner is byte-identical in both arms
+  // unchanged; returns how many.
+  size_t FindUnchangedTimedChecks(const std::vector<const v1::KernelCheck*>& checks);
+  // The ABBA loop (benchmark_pairs.cc): pairs until the gate decides
+  // (gate_). False when a run ended the stage (it recorded why).
+  absl::StatusOr<bool> MeasurePairs(const BenchmarkPlan& plan, StageRun* stage);
+  // Pair loop_.pair of every benchmark and timed check to measure.
+  absl::StatusOr<bool> MeasurePair(const BenchmarkPlan& plan, StageRun* stage);
+  // Benchmark `b`'s two arms of the pair, `runs` runs each; its metrics
+  // start at metrics_[first_metric].
+  absl::StatusOr<bool> MeasureBenchmark(const v1::BenchmarkSpec& b, int runs, size_t first_metric,
+                                        const std::string& pair_seed, StageRun* stage);
+  absl::StatusOr<bool> MeasureTimedCheck(const v1::KernelCheck& c, size_t metric_index,
+                                         StageRun* stage);
+  // Runs one arm's run `run` of the pair; false ends the stage.
+  using RunArm = absl::FunctionRef<absl::StatusOr<bool>(bool candidate, const std::string& arm,
+                                                        int run)>;
+  // Both arms of one benchmark of the pair, measured again while
+  // MeasureAgain says so.
+  absl::StatusOr<bool> MeasureBothArms(const std::string& benchmark, int runs, RunArm run_arm);
+  // What a benchmark's runs of a pair add, so that they can be taken back
+  // (see EvaluatorOptions::machine_probe).
+  struct PairUndo {
+    std::vector<MetricSamples> metrics;
+    size_t samples;
+    CounterSamples counters;
+    std::map<std::string, OutputComparison> agreement;
+    int64_t next_sample_id;
+  };
+  // True when the runs since `before` (try `tries`, taking `run_seconds`)
+  // are to be measured again: the probe moved more than max_probe_spread
+  // within them and no re-measure bound is spent. Then they are taken back
+  // and the host given time to settle (a backoff wait).
+  bool MeasureAgain(const PairUndo& before, const std::vector<double>& probe_seconds,
+                    const std::string& benchmark, int runs, int tries, double run_seconds);
+  // Waits up to `seconds` for the host to settle: reads the probe once a
+  // second and returns early once three reads in a row agree within
+  // max_probe_spread. Returns the seconds waited.
+  double WaitForSteadyHost(double seconds, double fastest, double slowest);
+  // One machine probe read, recorded in host_.
+  double ReadProbe();
+  void SayUnsteady(const std::string& message) const;
+  // One sample of `metric` in the pair loop_.pair, into both the gate's
+  // values and samples_.
+  void AddSample(MetricSamples* metric, bool candidate, double value, double wall_seconds,
+                 double cpu_seconds);
+  std::string BenchmarkSummary(const BenchmarkPlan& plan) const;
   // Compares the inputs of each benchmark with skip_when_identical; those
   // byte-identical in both arms go to unchanged_ and their metrics are
   // marked inputs_identical (never measured). Records each one's digests in
@@ -218,10 +292,10 @@ class Evaluation {
   std::optional<std::string> PooledOutputMismatch() const;
   // For a re-measure (request_.prior): each benchmark to measure that read
   // the prior's inputs arm for arm gets the prior's complete leading pairs
-  // of its metrics in metrics_ and samples_ (new ids from *next_sample_id)
+  // of its metrics in metrics_ and samples_ (new ids from next_sample_id_)
   // and their count in carried_pairs_; the others are measured from pair 0.
   // *note says which.
-  void TakePriorSamples(int64_t* next_sample_id, std::string* note);
+  void TakePriorSamples(std::string* note);
   // In the request's metric scope (results::InMetricScope).
   bool InScope(const std::string& metric) const {
     return results::InMetricScope(manifest_, request_.metric_scope, metric);
@@ -287,12 +361,24 @@ class Evaluation {
   v1::HostSteadiness host_;
   // Benchmark -> its leading pairs taken from request_.prior, not measured.
   std::map<std::string, int> carried_pairs_;
-  // Benchmark -> counter -> values per arm (baseline, candidate).
-  std::map<std::string, std::map<std::string, std::pair<std::vector<double>, std::vector<double>>>>
-      counter_samples_;
+  CounterSamples counter_samples_;
   std::vector<CounterMedians> counters_;
   GateResult gate_;
   GateInput gate_input_;
+  // The ABBA loop's position and its re-measure bookkeeping.
+  struct PairLoop {
+    int pair = 0;    // The pair being measured.
+    int target = 0;  // Pairs until the gate's next look.
+    // Pairs measured again because the machine probe moved within them,
+    // and pairs kept although it did (once a re-measure bound was spent).
+    int remeasured = 0;
+    int kept_unsteady = 0;
+    // Unsteady measurements since the last steady one, and seconds of
+    // dropped runs and of waits for the host to settle.
+    int unsteady_in_a_row = 0;
+    double unsteady_seconds = 0;
+  } loop_;
+  int64_t next_sample_id_ = 1;
 };
 
 }  // namespace densegate::harness::internal
