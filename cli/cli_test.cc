@@ -13,8 +13,13 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/test_util.h"
 
 namespace {
+
+using densegate::test::Runfile;
+using densegate::test::TestTmpDir;
+using densegate::test::WriteFile;
 
 using ::testing::HasSubstr;
 
@@ -22,10 +27,6 @@ struct Result {
   int exit_code;
   std::string output;  // stdout and stderr together.
 };
-
-std::string Runfile(const std::string& path) {
-  return absl::StrCat(getenv("TEST_SRCDIR"), "/densegate/", path);
-}
 
 Result RunDensegate(const std::string& args) {
   std::string cmd = absl::StrCat(Runfile("cli/densegate"), " ", args, " 2>&1");
@@ -39,9 +40,11 @@ Result RunDensegate(const std::string& args) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
-std::string WriteFile(const std::string& name, const std::string& text) {
-  std::string path = absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
-  std::ofstream(path) << text;
+
+// A file in the test's temporary directory; returns its path.
+std::string TmpFile(const std::string& name, const std::string& text) {
+  const std::string path = TestTmpDir() + "/" + name;
+  WriteFile(path, text);
   return path;
 }
 
@@ -97,7 +100,7 @@ TEST(CliTest, MissingManifestFileIsUsageError) {
 }
 
 TEST(CliTest, InvalidManifestListsEveryErrorWithFieldPath) {
-  std::string path = WriteFile("densegate.json", R"({
+  std::string path = TmpFile("densegate.json", R"({
     "schema_version": 1,
     "name": "x",
     "build": {"command": "make"},
@@ -113,7 +116,7 @@ TEST(CliTest, InvalidManifestListsEveryErrorWithFieldPath) {
 }
 
 TEST(CliTest, MalformedJsonIsUsageErrorWithoutCrash) {
-  std::string path = WriteFile("broken.json", "{\"schema_version\": 1,,}");
+  std::string path = TmpFile("broken.json", "{\"schema_version\": 1,,}");
   Result r = RunDensegate("manifest check " + path);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.output, HasSubstr("invalid JSON"));
@@ -121,7 +124,7 @@ TEST(CliTest, MalformedJsonIsUsageErrorWithoutCrash) {
 }
 
 TEST(CliTest, DbMigrateCreatesAndReportsTheSchema) {
-  std::string db = absl::StrCat("sqlite:", getenv("TEST_TMPDIR"), "/sub/dir/store.db");
+  std::string db = absl::StrCat("sqlite:", TestTmpDir(), "/sub/dir/store.db");
   Result first = RunDensegate("db migrate --db " + db);
   EXPECT_EQ(first.exit_code, 0) << first.output;
   EXPECT_THAT(first.output, HasSubstr("sqlite store"));
@@ -131,9 +134,9 @@ TEST(CliTest, DbMigrateCreatesAndReportsTheSchema) {
 }
 
 TEST(CliTest, ReportWritesMarkdownAndJsonAndRejectsBadFlags) {
-  std::string db = absl::StrCat("sqlite:", getenv("TEST_TMPDIR"), "/report.db");
+  std::string db = absl::StrCat("sqlite:", TestTmpDir(), "/report.db");
   ASSERT_EQ(RunDensegate("db migrate --db " + db).exit_code, 0);
-  const std::string out = getenv("TEST_TMPDIR");
+  const std::string out = TestTmpDir();
   Result r = RunDensegate("report --db " + db + " --branch main --out " + out);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("report.md"));
@@ -149,7 +152,7 @@ TEST(CliTest, ReportWritesMarkdownAndJsonAndRejectsBadFlags) {
 }
 
 TEST(CliTest, VerdictRecomputeOfUnknownIdIsUsageError) {
-  std::string db = absl::StrCat("sqlite:", getenv("TEST_TMPDIR"), "/recompute.db");
+  std::string db = absl::StrCat("sqlite:", TestTmpDir(), "/recompute.db");
   ASSERT_EQ(RunDensegate("db migrate --db " + db).exit_code, 0);
   Result r = RunDensegate("verdict recompute ev-missing --db " + db);
   EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -19,8 +19,8 @@
 #include "cli/terminal_progress.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
-#include "harness/process/launcher.h"
-#include "harness/workspace/git.h"
+#include "platform/process/launcher.h"
+#include "platform/git/git.h"
 #include "nlohmann/json.hpp"
 #include "proto/densegate.grpc.pb.h"
 #include "results/report/report.h"
@@ -282,8 +282,8 @@ int Bisect(const BisectArgs& a) {
     return kExitUsage;
   }
   // The commits after good up to bad, oldest first, on the path between them.
-  std::unique_ptr<harness::ProcessLauncher> launcher = harness::NewSandboxLauncher();
-  harness::Git git(launcher.get());
+  std::unique_ptr<platform::ProcessLauncher> launcher = platform::NewSandboxLauncher();
+  platform::Git git(launcher.get());
   absl::StatusOr<std::string> list = git.Run(
       a.repo, {"rev-list", "--ancestry-path", "--reverse", a.good + ".." + a.bad});
   if (!list.ok()) {
@@ -372,7 +372,79 @@ int Bisect(const BisectArgs& a) {
   return kExitAccept;
 }
 
-void AddClientCommands(CLI::App& app, int* exit_code) {
+namespace {
+
+struct IdArgs {
+  ClientArgs client;
+  std::string id;
+  std::string reason;
+};
+
+int ShowEvaluation(const IdArgs& args) {
+  auto stub = Stub(args.client);
+  grpc::ClientContext ctx;
+  Attach(args.client, &ctx);
+  v1::GetEvaluationRequest req;
+  req.set_id(args.id);
+  v1::Evaluation e;
+  if (grpc::Status s = stub->GetEvaluation(&ctx, req, &e); !s.ok()) return Fail("status", s);
+  if (args.client.json) {
+    std::cout << Json(e) << "\n";
+  } else {
+    PrintEvaluation(e);
+  }
+  return 0;
+}
+
+int CancelEvaluation(const IdArgs& args) {
+  auto stub = Stub(args.client);
+  grpc::ClientContext ctx;
+  Attach(args.client, &ctx);
+  v1::CancelEvaluationRequest req;
+  req.set_id(args.id);
+  req.set_reason(args.reason);
+  v1::Evaluation e;
+  if (grpc::Status s = stub->CancelEvaluation(&ctx, req, &e); !s.ok()) return Fail("cancel", s);
+  if (args.client.json) {
+    std::cout << Json(e) << "\n";
+  } else {
+    PrintEvaluation(e);
+  }
+  return 0;
+}
+
+struct ListArgs {
+  ClientArgs client;
+  std::string state, kind, repo;
+};
+
+int ListEvaluations(const ListArgs& args) {
+  v1::ListEvaluationsRequest req;
+  if (!args.state.empty()) {
+    v1::EvaluationState st;
+    if (!v1::EvaluationState_Parse(absl::AsciiStrToUpper(args.state), &st)) {
+      std::cerr << "densegate list: unknown --state " << args.state << "\n";
+      return kExitUsage;
+    }
+    req.add_states(st);
+  }
+  if (args.kind == "ci") req.set_kind(v1::CI);
+  if (args.kind == "experiment") req.set_kind(v1::EXPERIMENT);
+  req.set_repo(args.repo);
+  auto stub = Stub(args.client);
+  grpc::ClientContext ctx;
+  Attach(args.client, &ctx);
+  v1::ListEvaluationsResponse resp;
+  if (grpc::Status s = stub->ListEvaluations(&ctx, req, &resp); !s.ok()) return Fail("list", s);
+  if (args.client.json) {
+    std::cout << Json(resp) << "\n";
+  } else {
+    for (const auto& e : resp.evaluations()) PrintEvaluation(e);
+  }
+  return 0;
+}
+
+void AddSubmitCommand(CLI::App& app, int* exit_code) {
   auto sub = std::make_shared<SubmitArgs>();
   CLI::App* cmd = app.add_subcommand("submit", "Queue a candidate with the scheduler.");
   AddClientFlags(cmd, &sub->client);
@@ -380,7 +452,8 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
   cmd->add_option("--repo", *sub->req.mutable_repo(), "repository path")->capture_default_str();
   cmd->add_option("--baseline", *sub->req.mutable_baseline_ref(), "baseline ref")->required();
   cmd->add_option("--candidate", *sub->req.mutable_candidate_ref(), "candidate ref")->required();
-  cmd->add_option("--branch", *sub->req.mutable_target_branch(), "branch to merge into if accepted");
+  cmd->add_option("--branch", *sub->req.mutable_target_branch(),
+                  "branch to merge into if accepted");
   cmd->add_option("--kind", sub->kind, "ci or experiment")->capture_default_str();
   cmd->add_option("--policy", sub->policy, "gain or no-regression (default: by kind)");
   cmd->add_option("--claim", sub->claims, "METRIC>=SPEEDUP, repeatable");
@@ -391,17 +464,22 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
                   "declare a change of numerics (e.g. \"fp8 kv cache\"): serving outputs then "
                   "need only agree within the manifest's min_token_agreement");
   cmd->add_option("--campaign", *sub->req.mutable_campaign(), "groups an agent's experiments");
-  cmd->add_option("--priority", [sub](const CLI::results_t& r) {
-    int p = 0;
-    bool ok = absl::SimpleAtoi(r[0], &p);
-    sub->req.set_priority(p);
-    return ok;
-  }, "higher runs first within a kind");
+  cmd->add_option(
+      "--priority",
+      [sub](const CLI::results_t& r) {
+        int p = 0;
+        bool ok = absl::SimpleAtoi(r[0], &p);
+        sub->req.set_priority(p);
+        return ok;
+      },
+      "higher runs first within a kind");
   cmd->add_flag("--wait", sub->wait, "stream progress and exit with the verdict's code");
   cmd->callback([sub, exit_code] { *exit_code = Submit(*sub); });
+}
 
+void AddBisectCommand(CLI::App& app, int* exit_code) {
   auto bisect = std::make_shared<BisectArgs>();
-  cmd = app.add_subcommand(
+  CLI::App* cmd = app.add_subcommand(
       "bisect",
       "Find the commit between --good and --bad that slowed --metric, through the scheduler "
       "(each tested commit evaluated against --good; --parallel of them at a time).");
@@ -413,34 +491,14 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
   cmd->add_option("--parallel", bisect->parallel, "commits evaluated at once (free nodes)")
       ->capture_default_str();
   cmd->callback([bisect, exit_code] { *exit_code = Bisect(*bisect); });
+}
 
-  struct IdArgs {
-    ClientArgs client;
-    std::string id;
-    std::string reason;
-  };
+void AddEvaluationCommands(CLI::App& app, int* exit_code) {
   auto status = std::make_shared<IdArgs>();
-  cmd = app.add_subcommand("status", "Show one evaluation.");
+  CLI::App* cmd = app.add_subcommand("status", "Show one evaluation.");
   AddClientFlags(cmd, &status->client);
   cmd->add_option("id", status->id, "evaluation id")->required();
-  cmd->callback([status, exit_code] {
-    auto stub = Stub(status->client);
-    grpc::ClientContext ctx;
-    Attach(status->client, &ctx);
-    v1::GetEvaluationRequest req;
-    req.set_id(status->id);
-    v1::Evaluation e;
-    if (grpc::Status s = stub->GetEvaluation(&ctx, req, &e); !s.ok()) {
-      *exit_code = Fail("status", s);
-      return;
-    }
-    if (status->client.json) {
-      std::cout << Json(e) << "\n";
-    } else {
-      PrintEvaluation(e);
-    }
-    *exit_code = 0;
-  });
+  cmd->callback([status, exit_code] { *exit_code = ShowEvaluation(*status); });
 
   auto watch = std::make_shared<IdArgs>();
   cmd = app.add_subcommand("watch", "Follow an evaluation until it ends; exits with its code.");
@@ -453,65 +511,23 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
   AddClientFlags(cmd, &cancel->client);
   cmd->add_option("id", cancel->id, "evaluation id")->required();
   cmd->add_option("--reason", cancel->reason, "recorded in the audit log");
-  cmd->callback([cancel, exit_code] {
-    auto stub = Stub(cancel->client);
-    grpc::ClientContext ctx;
-    Attach(cancel->client, &ctx);
-    v1::CancelEvaluationRequest req;
-    req.set_id(cancel->id);
-    req.set_reason(cancel->reason);
-    v1::Evaluation e;
-    if (grpc::Status s = stub->CancelEvaluation(&ctx, req, &e); !s.ok()) {
-      *exit_code = Fail("cancel", s);
-      return;
-    }
-    if (cancel->client.json) {
-      std::cout << Json(e) << "\n";
-    } else {
-      PrintEvaluation(e);
-    }
-    *exit_code = 0;
-  });
+  cmd->callback([cancel, exit_code] { *exit_code = CancelEvaluation(*cancel); });
 
-  struct ListArgs {
-    ClientArgs client;
-    std::string state, kind, repo;
-  };
   auto list = std::make_shared<ListArgs>();
   cmd = app.add_subcommand("list", "List evaluations, newest first.");
   AddClientFlags(cmd, &list->client);
   cmd->add_option("--state", list->state, "queued, running, finished, cancelled or dead");
   cmd->add_option("--kind", list->kind, "ci or experiment");
   cmd->add_option("--repo", list->repo, "repository path");
-  cmd->callback([list, exit_code] {
-    v1::ListEvaluationsRequest req;
-    if (!list->state.empty()) {
-      v1::EvaluationState st;
-      if (!v1::EvaluationState_Parse(absl::AsciiStrToUpper(list->state), &st)) {
-        std::cerr << "densegate list: unknown --state " << list->state << "\n";
-        *exit_code = kExitUsage;
-        return;
-      }
-      req.add_states(st);
-    }
-    if (list->kind == "ci") req.set_kind(v1::CI);
-    if (list->kind == "experiment") req.set_kind(v1::EXPERIMENT);
-    req.set_repo(list->repo);
-    auto stub = Stub(list->client);
-    grpc::ClientContext ctx;
-    Attach(list->client, &ctx);
-    v1::ListEvaluationsResponse resp;
-    if (grpc::Status s = stub->ListEvaluations(&ctx, req, &resp); !s.ok()) {
-      *exit_code = Fail("list", s);
-      return;
-    }
-    if (list->client.json) {
-      std::cout << Json(resp) << "\n";
-    } else {
-      for (const auto& e : resp.evaluations()) PrintEvaluation(e);
-    }
-    *exit_code = 0;
-  });
+  cmd->callback([list, exit_code] { *exit_code = ListEvaluations(*list); });
+}
+
+}  // namespace
+
+void AddClientCommands(CLI::App& app, int* exit_code) {
+  AddSubmitCommand(app, exit_code);
+  AddBisectCommand(app, exit_code);
+  AddEvaluationCommands(app, exit_code);
 }
 
 }  // namespace densegate::cli

@@ -108,7 +108,7 @@ int Eval(const EvalArgs& args) {
   options.arm_disk_quota_bytes = args.sandbox.arm_disk_quota_mib << 20;
   options.arm_max_processes = args.sandbox.arm_max_processes;
   options.isolation = Isolation(args.sandbox);
-  absl::StatusOr<std::unique_ptr<harness::ProcessLauncher>> launcher =
+  absl::StatusOr<std::unique_ptr<platform::ProcessLauncher>> launcher =
       NewArmLauncher(args.sandbox, "eval");
   if (!launcher.ok()) {
     std::cerr << "densegate eval: " << launcher.status().message() << "\n";

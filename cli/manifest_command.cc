@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "cli/command.h"
-#include "proto/manifest.h"
+#include "manifest/manifest.h"
 
 namespace densegate::cli {
 namespace {

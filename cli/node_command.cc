@@ -70,7 +70,7 @@ int RunNode(NodeArgs& a) {
     host_lock = *std::move(opened);
     a.options.host_lock = host_lock.get();
   }
-  absl::StatusOr<std::unique_ptr<harness::ProcessLauncher>> launcher =
+  absl::StatusOr<std::unique_ptr<platform::ProcessLauncher>> launcher =
       NewArmLauncher(a.sandbox, "node");
   if (!launcher.ok()) {
     std::cerr << "densegate node: " << launcher.status().message() << "\n";

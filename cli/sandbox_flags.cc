@@ -28,18 +28,18 @@ void AddSandboxFlags(CLI::App* cmd, SandboxFlags* flags) {
       ->check(CLI::Range(int64_t{16}, int64_t{1} << 22));
 }
 
-absl::StatusOr<std::unique_ptr<harness::ProcessLauncher>> NewArmLauncher(
+absl::StatusOr<std::unique_ptr<platform::ProcessLauncher>> NewArmLauncher(
     const SandboxFlags& flags, const std::string& command) {
-  harness::SandboxOptions options;
+  platform::SandboxOptions options;
   options.unsafe_no_sandbox = flags.unsafe_no_sandbox;
   if (flags.unsafe_no_sandbox) {
     std::cerr << "densegate " << command
               << ": WARNING: --unsafe_no_sandbox: candidates run with this process's rights; "
                  "for development only\n";
-  } else if (absl::Status s = harness::CheckSandbox(options); !s.ok()) {
+  } else if (absl::Status s = platform::CheckSandbox(options); !s.ok()) {
     return s;
   }
-  return harness::NewSandboxLauncher(options);
+  return platform::NewSandboxLauncher(options);
 }
 
 std::string Isolation(const SandboxFlags& flags) {

@@ -10,7 +10,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
-#include "harness/process/launcher.h"
+#include "platform/process/launcher.h"
 
 namespace densegate::cli {
 
@@ -27,7 +27,7 @@ void AddSandboxFlags(CLI::App* cmd, SandboxFlags* flags);
 // The sandbox launcher, once a trial sandbox has started (FailedPrecondition
 // with what is missing otherwise). With --unsafe_no_sandbox it warns on
 // stderr instead, and every verdict records it (Isolation).
-absl::StatusOr<std::unique_ptr<harness::ProcessLauncher>> NewArmLauncher(
+absl::StatusOr<std::unique_ptr<platform::ProcessLauncher>> NewArmLauncher(
     const SandboxFlags& flags, const std::string& command);
 
 // Provenance.isolation for verdicts made with these flags.

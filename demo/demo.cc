@@ -27,11 +27,11 @@
 #include "demo/scratch_repo.h"
 #include "demo/service_process.h"
 #include "grpcpp/grpcpp.h"
-#include "harness/process/launcher.h"
-#include "harness/workspace/git.h"
+#include "platform/process/launcher.h"
+#include "platform/git/git.h"
 #include "nlohmann/json.hpp"
 #include "proto/densegate.grpc.pb.h"
-#include "proto/manifest.h"
+#include "manifest/manifest.h"
 #include "results/report/report.h"
 #include "results/store/store.h"
 #include "scheduler/tokens.h"
@@ -135,8 +135,8 @@ class Demo {
   const DemoOptions& o_;
   std::ostream& out_;
   const absl::Time start_ = absl::Now();
-  std::unique_ptr<harness::ProcessLauncher> launcher_ = harness::NewSandboxLauncher();
-  harness::Git git_{launcher_.get()};
+  std::unique_ptr<platform::ProcessLauncher> launcher_ = platform::NewSandboxLauncher();
+  platform::Git git_{launcher_.get()};
   Scenario scenario_;
   ScratchRepo repo_;
   Tokens tokens_;
@@ -175,8 +175,8 @@ class Demo {
   std::map<std::string, std::string> node_names_;
   // The bisection's process, run on its own thread from StartBisect.
   std::thread bisect_;
-  harness::ProcessSpec bisect_spec_;
-  absl::StatusOr<harness::ProcessResult> bisect_result_ = absl::UnknownError("not started");
+  platform::ProcessSpec bisect_spec_;
+  absl::StatusOr<platform::ProcessResult> bisect_result_ = absl::UnknownError("not started");
   std::string bisect_started_at_, bisect_finished_at_;
   int shown_lines_ = 0;
   std::map<const Row*, std::string> last_printed_;
@@ -202,7 +202,7 @@ absl::Status Demo::Prepare() {
   repo_ = *std::move(repo);
   std::vector<ManifestError> errors;
   absl::StatusOr<v1::Manifest> manifest =
-      ParseManifest(harness::ReadOutputFile(repo_.dir + "/" + std::string(kManifestFileName)),
+      ParseManifest(platform::ReadOutputFile(repo_.dir + "/" + std::string(kManifestFileName)),
                     &errors);
   if (manifest.ok()) repo_noise_limit_ = manifest->gate().max_calibration_noise();
   out_ << absl::StrFormat("target repository %s: first version %s, %d candidate branches%s\n",
@@ -727,7 +727,7 @@ void Demo::StartBisect() {
   if (!scenario_.bisection.has_value() || bisect_.joinable()) return;
   const ScenarioBisection& b = *scenario_.bisection;
   bisect_started_at_ = Elapsed(start_);
-  harness::ProcessSpec& spec = bisect_spec_;
+  platform::ProcessSpec& spec = bisect_spec_;
   spec.argv = {o_.densegate_binary, "bisect", "--server", address_, "--token", tokens_.ci,
                "--repo", repo_.dir, "--metric", b.metric, "--good", repo_.first_version_sha,
                "--bad", repo_.bisection_shas.back(), "--parallel", "2", "--json"};
@@ -753,11 +753,11 @@ bool Demo::FinishBisect() {
       repo_.bisection_shas.back().substr(0, 12), bisect_started_at_);
   out_.flush();
   if (bisect_.joinable()) bisect_.join();
-  const harness::ProcessSpec& spec = bisect_spec_;
-  const absl::StatusOr<harness::ProcessResult>& r = bisect_result_;
+  const platform::ProcessSpec& spec = bisect_spec_;
+  const absl::StatusOr<platform::ProcessResult>& r = bisect_result_;
   // With --json it writes only errors here; the steps come from its JSON.
   for (absl::string_view line :
-       absl::StrSplit(harness::ReadOutputFile(spec.stderr_path), '\n', absl::SkipEmpty())) {
+       absl::StrSplit(platform::ReadOutputFile(spec.stderr_path), '\n', absl::SkipEmpty())) {
     out_ << "  " << line << "\n";
   }
   if (!r.ok() || !r->ok()) {
@@ -766,7 +766,7 @@ bool Demo::FinishBisect() {
     return false;
   }
   const nlohmann::json result = nlohmann::json::parse(
-      harness::ReadOutputFile(spec.stdout_path), nullptr, /*allow_exceptions=*/false);
+      platform::ReadOutputFile(spec.stdout_path), nullptr, /*allow_exceptions=*/false);
   const std::string culprit =
       result.is_object() ? result.value("culprit", std::string()) : std::string();
   for (const nlohmann::json& step :

@@ -13,19 +13,23 @@
 #include "demo/scratch_repo.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "harness/process/launcher.h"
-#include "harness/workspace/git.h"
-#include "proto/manifest.h"
+#include "platform/process/launcher.h"
+#include "platform/git/git.h"
+#include "manifest/manifest.h"
+#include "testing/test_util.h"
 
 namespace densegate::demo {
 namespace {
+
+using test::Runfile;
+using test::TestTmpDir;
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 // The runfile links back into the checkout, which holds the workload.
 fs::path ScenarioInCheckout() {
-  return fs::canonical(fs::path(std::getenv("TEST_SRCDIR")) / "densegate/examples/scenario.json");
+  return fs::canonical(Runfile("examples/scenario.json"));
 }
 
 v1::Manifest LoadValid(const std::string& repo) {
@@ -43,14 +47,14 @@ TEST(ScenarioTest, EveryPatchAppliesToThisCheckoutsWorkload) {
   ASSERT_TRUE(scenario.ok()) << scenario.status();
   ASSERT_EQ(scenario->candidates.size(), 7u);
 
-  std::unique_ptr<harness::ProcessLauncher> launcher = harness::NewSandboxLauncher();
-  harness::Git git(launcher.get());
+  std::unique_ptr<platform::ProcessLauncher> launcher = platform::NewSandboxLauncher();
+  platform::Git git(launcher.get());
   for (bool quick : {false, true}) {
     SCOPED_TRACE(quick ? "quick" : "full");
     ScratchRepoOptions o;
     o.source_root = source_root;
     o.workload_dir = source_root + "/examples/workload";
-    o.dir = std::string(std::getenv("TEST_TMPDIR")) + "/repo";
+    o.dir = TestTmpDir() + "/repo";
     o.quick = quick;
     absl::StatusOr<ScratchRepo> repo = CreateScratchRepo(o, *scenario, git);
     ASSERT_TRUE(repo.ok()) << repo.status();
@@ -90,7 +94,7 @@ TEST(ScenarioTest, EveryPatchAppliesToThisCheckoutsWorkload) {
 }
 
 TEST(ScenarioTest, BadScenariosNameTheField) {
-  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/bad";
+  const std::string dir = TestTmpDir() + "/bad";
   fs::create_directories(dir);
   std::ofstream(dir + "/p.diff") << "";
   auto load = [&](const std::string& text) {
@@ -131,7 +135,7 @@ TEST(ScenarioTest, QuickPatchOfABenchmarkNoManifestDeclaresIsAnError) {
   const std::string source_root = scenario_path.parent_path().parent_path();
   absl::StatusOr<Scenario> scenario = LoadScenario(scenario_path);
   ASSERT_TRUE(scenario.ok()) << scenario.status();
-  const std::string tmp = std::getenv("TEST_TMPDIR");
+  const std::string tmp = TestTmpDir();
   const fs::path workload = fs::path(tmp) / "workload";
   fs::create_directories(workload);
   for (const char* file : {"densegate.json", "bazelrc"}) {
@@ -141,8 +145,8 @@ TEST(ScenarioTest, QuickPatchOfABenchmarkNoManifestDeclaresIsAnError) {
   std::ofstream(workload / "quick.json")
       << R"({"benchmarks": [{"name": "serving", "timeout_s": 9}]})";
 
-  std::unique_ptr<harness::ProcessLauncher> launcher = harness::NewSandboxLauncher();
-  harness::Git git(launcher.get());
+  std::unique_ptr<platform::ProcessLauncher> launcher = platform::NewSandboxLauncher();
+  platform::Git git(launcher.get());
   ScratchRepoOptions o;
   o.source_root = source_root;
   o.workload_dir = workload.string();

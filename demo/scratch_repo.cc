@@ -74,7 +74,7 @@ absl::StatusOr<std::string> Manifest(const ScratchRepoOptions& o) {
   return manifest.dump(2) + "\n";
 }
 
-absl::Status CopyWorkload(const ScratchRepoOptions& o, const harness::Git& git) {
+absl::Status CopyWorkload(const ScratchRepoOptions& o, const platform::Git& git) {
   std::vector<std::string> args = {"ls-files", "-z", "--"};
   args.insert(args.end(), kWorkloadPaths.begin(), kWorkloadPaths.end());
   absl::StatusOr<std::string> listed = git.Run(o.source_root, args);
@@ -98,7 +98,7 @@ absl::Status CopyWorkload(const ScratchRepoOptions& o, const harness::Git& git) 
   return absl::OkStatus();
 }
 
-absl::Status Apply(const harness::Git& git, const std::string& dir, const std::string& patch) {
+absl::Status Apply(const platform::Git& git, const std::string& dir, const std::string& patch) {
   absl::StatusOr<std::string> applied = git.Run(dir, {"apply", "--whitespace=nowarn", patch});
   if (!applied.ok()) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -111,7 +111,7 @@ absl::Status Apply(const harness::Git& git, const std::string& dir, const std::s
 }  // namespace
 
 absl::StatusOr<ScratchRepo> CreateScratchRepo(const ScratchRepoOptions& o, const Scenario& scenario,
-                                              const harness::Git& git) {
+                                              const platform::Git& git) {
   std::error_code ec;
   fs::remove_all(o.dir, ec);
   fs::create_directories(o.dir, ec);

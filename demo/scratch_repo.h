@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "demo/scenario.h"
-#include "harness/workspace/git.h"
+#include "platform/git/git.h"
 
 namespace densegate::demo {
 
@@ -41,7 +41,7 @@ struct ScratchRepo {
 
 // FailedPrecondition naming the patch when one no longer applies.
 absl::StatusOr<ScratchRepo> CreateScratchRepo(const ScratchRepoOptions& options,
-                                              const Scenario& scenario, const harness::Git& git);
+                                              const Scenario& scenario, const platform::Git& git);
 
 }  // namespace densegate::demo
 

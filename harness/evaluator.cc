@@ -5,9 +5,9 @@
 namespace densegate::harness {
 namespace internal {
 
-Confinement Evaluation::ArmSandbox(bool candidate, Access access) const {
+platform::Confinement Evaluation::ArmSandbox(bool candidate, Access access) const {
   const ArmArea& area = candidate ? checkout_.candidate : checkout_.baseline;
-  Confinement c;
+  platform::Confinement c;
   c.uid = ArmUid(candidate);
   c.gid = c.uid;
   c.max_processes = options_.arm_max_processes;
@@ -21,10 +21,10 @@ Confinement Evaluation::ArmSandbox(bool candidate, Access access) const {
   return c;
 }
 
-absl::StatusOr<ProcessResult> Evaluation::Shell(const std::string& command, bool candidate,
+absl::StatusOr<platform::ProcessResult> Evaluation::Shell(const std::string& command, bool candidate,
                                                 const std::string& name, int timeout_s,
-                                                Confinement confinement) {
-  ProcessSpec spec;
+                                                platform::Confinement confinement) {
+  platform::ProcessSpec spec;
   spec.argv = {"/bin/sh", "-c", command};
   spec.working_dir = ArmDir(candidate);
   spec.env["HOME"] = (candidate ? checkout_.candidate : checkout_.baseline).home;
@@ -74,12 +74,12 @@ std::string Evaluation::Traces() {
                        absl::StrReplaceAll(b.trace_arg(), {{"{path}", path}}));
       const std::string name = absl::StrFormat("trace-%s-%s", b.name(), arm);
       // The arm may write this one file, created for it beforehand.
-      Confinement confinement = ArmSandbox(candidate, Access::kMeasure);
+      platform::Confinement confinement = ArmSandbox(candidate, Access::kMeasure);
       std::filesystem::remove(path, ec);
       std::ofstream(path).close();
       if (geteuid() == 0) (void)!chown(path.c_str(), confinement.uid, confinement.gid);
       confinement.writable.push_back(path);
-      absl::StatusOr<ProcessResult> r = Shell(command, candidate, name, b.timeout_s(), confinement);
+      absl::StatusOr<platform::ProcessResult> r = Shell(command, candidate, name, b.timeout_s(), confinement);
       if (!r.ok() || !r->ok() || std::filesystem::file_size(path, ec) == 0) {
         notes.push_back(absl::StrFormat("no %s trace of %s (see logs/%s.err)", arm, b.name(), name));
       }
@@ -197,7 +197,7 @@ int EndToEndRunsPerArm(double node_noise) {
   return static_cast<int>(std::min<double>(runs, kMaxEndToEndRunsPerArm));
 }
 
-Evaluator::Evaluator(EvaluatorOptions options, ProcessLauncher* launcher)
+Evaluator::Evaluator(EvaluatorOptions options, platform::ProcessLauncher* launcher)
     : options_(std::move(options)), launcher_(launcher) {}
 
 absl::StatusOr<EvalOutcome> Evaluator::Evaluate(const EvalRequest& request,

@@ -6,7 +6,7 @@
 //      the BASELINE commit, validate it against the baseline tree, and
 //      reject a candidate that changes a protected path (unless overridden);
 //   2. build both arms with the manifest's command (same flags), each arm
-//      in its own sandbox (harness/process/launcher.h): builds and tests of
+//      in its own sandbox (platform/process/launcher.h): builds and tests of
 //      an arm share one sandbox that lives as long as its Bazel server may
 //      (the candidate's ends with the evaluation), and every runner and
 //      benchmark repetition gets a fresh one that sees its arm read-only;
@@ -46,7 +46,7 @@
 
 #include "absl/status/statusor.h"
 #include "harness/process/host_lock.h"
-#include "harness/process/launcher.h"
+#include "platform/process/launcher.h"
 #include "harness/process/machine_probe.h"
 #include "harness/runner/precision_baseline_cache.h"
 #include "proto/densegate.pb.h"
@@ -204,7 +204,7 @@ int EndToEndRunsPerArm(double node_noise);
 class Evaluator {
  public:
   // `launcher` is not owned and must outlive the evaluator.
-  Evaluator(EvaluatorOptions options, ProcessLauncher* launcher);
+  Evaluator(EvaluatorOptions options, platform::ProcessLauncher* launcher);
 
   // InvalidArgument/NotFound for bad requests (unknown refs, no manifest,
   // invalid baseline manifest); everything else ends in an EvalOutcome.
@@ -213,7 +213,7 @@ class Evaluator {
 
  private:
   EvaluatorOptions options_;
-  ProcessLauncher* launcher_;
+  platform::ProcessLauncher* launcher_;
 };
 
 }  // namespace densegate::harness

@@ -3,9 +3,12 @@
 #include <fstream>
 
 #include "gtest/gtest.h"
+#include "testing/test_util.h"
 
 namespace densegate::harness {
 namespace {
+
+using test::TestTmpDir;
 
 v1::Verdict SampleVerdict() {
   v1::Verdict v;
@@ -109,7 +112,7 @@ TEST(FeedbackTest, EndToEndChangeIsAttributedToTheTimeCounterThatMovedMost) {
 }
 
 TEST(FeedbackTest, BundleRecordsInfrastructureErrorsInsteadOfAVerdict) {
-  std::string dir = std::getenv("TEST_TMPDIR");
+  std::string dir = TestTmpDir();
   WriteFeedbackBundle(dir, nullptr, {}, {}, {}, absl::UnavailableError("disk full"));
   nlohmann::json v = nlohmann::json::parse(std::ifstream(dir + "/verdict.json"));
   EXPECT_EQ(v["decision"], "error");

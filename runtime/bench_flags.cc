@@ -193,7 +193,7 @@ absl::StatusOr<BenchFlags> ParseBenchFlags(
       }
       value = args[++i];
     }
-    DG_RETURN_IF_ERROR(flag->set(value));
+    RT_RETURN_IF_ERROR(flag->set(value));
   }
   return flags;
 }

@@ -125,7 +125,7 @@ absl::StatusOr<BenchRun> RunServeBench(
     const HybridModel& model, const EngineOptions& engine_options,
     const std::vector<BenchRequest>& dataset) {
   Collector collector;
-  DG_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+  RT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                       Engine::Create(&model, engine_options, &collector));
   const Clock* clock = engine_options.clock;
   const double load_at_start = LoadAverage();
@@ -200,9 +200,9 @@ absl::StatusOr<PairRounds> RunPair(
   PairRounds p;
   for (int r = 0; r < rounds; ++r) {
     const bool a_first = r % 2 == 0;
-    DG_ASSIGN_OR_RETURN(BenchRun first,
+    RT_ASSIGN_OR_RETURN(BenchRun first,
                         RunServeBench(model, a_first ? a : b, dataset));
-    DG_ASSIGN_OR_RETURN(BenchRun second,
+    RT_ASSIGN_OR_RETURN(BenchRun second,
                         RunServeBench(model, a_first ? b : a, dataset));
     p.a.push_back(std::move(a_first ? first : second));
     p.b.push_back(std::move(a_first ? second : first));
@@ -256,7 +256,7 @@ absl::StatusOr<nlohmann::json> RunComparison(
         (colocated.colocated_workers * flags.engine.max_batch_size +
          epd.decode_workers - 1) /
         epd.decode_workers;
-    DG_ASSIGN_OR_RETURN(PairRounds p,
+    RT_ASSIGN_OR_RETURN(PairRounds p,
                         RunPair(model, epd, colocated, dataset, flags.rounds,
                                 &OutputThroughput));
     const BenchRun& a = p.a[p.median_round];
@@ -276,7 +276,7 @@ absl::StatusOr<nlohmann::json> RunComparison(
   if (all || c == CompareMode::kBatch) {
     EngineOptions one = flags.engine;
     one.max_batch_size = 1;
-    DG_ASSIGN_OR_RETURN(PairRounds p,
+    RT_ASSIGN_OR_RETURN(PairRounds p,
                         RunPair(model, flags.engine, one, dataset,
                                 flags.rounds, &OutputThroughput));
     const BenchRun& batch_n = p.a[p.median_round];
@@ -300,7 +300,7 @@ absl::StatusOr<nlohmann::json> RunComparison(
                        KvFormat::kFp8E5M2, KvFormat::kInt8}) {
       EngineOptions e = flags.engine;
       e.kv_format = f;
-      DG_ASSIGN_OR_RETURN(BenchRun r, RunServeBench(model, e, dataset));
+      RT_ASSIGN_OR_RETURN(BenchRun r, RunServeBench(model, e, dataset));
       results.emplace_back(f, std::move(r));
     }
     const MemoryReport& fp32 = results[0].second.memory;

@@ -40,24 +40,24 @@ absl::StatusOr<EngineMode> ParseEngineMode(absl::string_view name) {
 }
 
 absl::Status ValidateEngineOptions(const EngineOptions& o) {
-  DG_RETURN_IF_ERROR(CheckAtLeast("max_batch_size", o.max_batch_size, 1));
-  DG_RETURN_IF_ERROR(CheckAtLeast("kv_cache_tokens", o.kv_cache_tokens, 0));
-  DG_RETURN_IF_ERROR(CheckAtLeast("kv_cache_kib", o.kv_cache_kib, 0));
+  RT_RETURN_IF_ERROR(CheckAtLeast("max_batch_size", o.max_batch_size, 1));
+  RT_RETURN_IF_ERROR(CheckAtLeast("kv_cache_tokens", o.kv_cache_tokens, 0));
+  RT_RETURN_IF_ERROR(CheckAtLeast("kv_cache_kib", o.kv_cache_kib, 0));
   if (o.kv_cache_tokens > 0 && o.kv_cache_kib > 0) {
     return absl::InvalidArgumentError(
         "engine options kv_cache_tokens and kv_cache_kib both set: size the "
         "KV caches in tokens or in memory, not both");
   }
   if (o.mode == EngineMode::kEpd) {
-    DG_RETURN_IF_ERROR(CheckAtLeast("encode_workers", o.encode_workers, 1));
-    DG_RETURN_IF_ERROR(CheckAtLeast("prefill_workers", o.prefill_workers, 1));
-    DG_RETURN_IF_ERROR(CheckAtLeast("transfer_workers", o.transfer_workers, 1));
-    DG_RETURN_IF_ERROR(CheckAtLeast("decode_workers", o.decode_workers, 1));
+    RT_RETURN_IF_ERROR(CheckAtLeast("encode_workers", o.encode_workers, 1));
+    RT_RETURN_IF_ERROR(CheckAtLeast("prefill_workers", o.prefill_workers, 1));
+    RT_RETURN_IF_ERROR(CheckAtLeast("transfer_workers", o.transfer_workers, 1));
+    RT_RETURN_IF_ERROR(CheckAtLeast("decode_workers", o.decode_workers, 1));
     // Prefill chunks are whole multiples of the alignment.
-    DG_RETURN_IF_ERROR(
+    RT_RETURN_IF_ERROR(
         CheckAtLeast("token_budget", o.token_budget, kPrefillAlignment));
   } else {
-    DG_RETURN_IF_ERROR(
+    RT_RETURN_IF_ERROR(
         CheckAtLeast("colocated_workers", o.colocated_workers, 1));
     if (o.token_budget < o.max_batch_size + kPrefillAlignment) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -86,12 +86,12 @@ Engine::Engine(const HybridModel* model, const EngineOptions& options,
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     const HybridModel* model, const EngineOptions& options,
     RequestObserver* observer) {
-  DG_RETURN_IF_ERROR(ValidateEngineOptions(options));
+  RT_RETURN_IF_ERROR(ValidateEngineOptions(options));
   if (model == nullptr || observer == nullptr) {
     return absl::InvalidArgumentError("engine: model and observer must be set");
   }
   std::unique_ptr<Engine> engine(new Engine(model, options, observer));
-  DG_RETURN_IF_ERROR(engine->Start());
+  RT_RETURN_IF_ERROR(engine->Start());
   return engine;
 }
 
@@ -115,7 +115,7 @@ absl::Status Engine::Start() {
   decode.kv_bytes = int64_t{o.kv_cache_kib} << 10;
   decode.kv_format = o.kv_format;
   decode.kv_scale_dtype = o.kv_scale_dtype;
-  DG_ASSIGN_OR_RETURN(
+  RT_ASSIGN_OR_RETURN(
       decode_cache_,
       PoolCache::Create(config, decode, &kv_gauge_, &state_gauge_));
 
@@ -126,7 +126,7 @@ absl::Status Engine::Start() {
     // Each prefill worker's current request, plus finished prefills
     // waiting for their transfer.
     prefill.state_slots = 2 * o.prefill_workers + o.transfer_workers;
-    DG_ASSIGN_OR_RETURN(
+    RT_ASSIGN_OR_RETURN(
         prefill_cache_,
         PoolCache::Create(config, prefill, &kv_gauge_, &state_gauge_));
     transfer_ = std::make_unique<TransferEngine>(
@@ -282,7 +282,7 @@ absl::Status Engine::PrefillChunk(Sequence* seq, int budget,
         telemetry_.tracer, telemetry_.clock, "prefill", "stage",
         &stats_.prefill_ns,
         {{"request", seq->request.id}, {"start", start}, {"tokens", n}});
-    DG_RETURN_IF_ERROR(model_->Prefill(
+    RT_RETURN_IF_ERROR(model_->Prefill(
         seq->residency.cache->Ref(seq->residency), start, n,
         seq->embeddings.data() +
             static_cast<size_t>(start) * model_->config().hidden_size,
@@ -292,7 +292,7 @@ absl::Status Engine::PrefillChunk(Sequence* seq, int budget,
   stats_.prefill_tokens.fetch_add(n);
   seq->prefilled += n;
   if (!last) return absl::OkStatus();
-  DG_ASSIGN_OR_RETURN(int32_t token, GreedySample(logits));
+  RT_ASSIGN_OR_RETURN(int32_t token, GreedySample(logits));
   seq->tokens.push_back(token);
   seq->token_times_ns.push_back(telemetry_.clock->NowNanos());
   std::vector<float>().swap(seq->embeddings);  // No longer needed.

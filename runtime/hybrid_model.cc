@@ -50,7 +50,7 @@ HybridModel::HybridModel(const ModelConfig& config, const ModelOptions& options)
 
 absl::StatusOr<std::unique_ptr<HybridModel>> HybridModel::Create(
     const ModelConfig& config, const ModelOptions& options) {
-  DG_RETURN_IF_ERROR(ValidateModelConfig(config));
+  RT_RETURN_IF_ERROR(ValidateModelConfig(config));
   return std::unique_ptr<HybridModel>(new HybridModel(config, options));
 }
 
@@ -186,16 +186,16 @@ absl::Status HybridModel::Forward(const Pass& pass, float* logits,
           ctx->tracer(), ctx->clock(), is_kda ? "kda" : "attention", "layer",
           stats ? (is_kda ? &stats->kda_ns : &stats->attention_ns) : nullptr,
           {{"layer", l}, {"rows", pass.rows}});
-      DG_RETURN_IF_ERROR(kernels::RmsNorm(ctx->x.data(), w.mixer_norm.data(),
+      RT_RETURN_IF_ERROR(kernels::RmsNorm(ctx->x.data(), w.mixer_norm.data(),
                                           pass.rows, hidden, eps,
                                           ctx->h.data()));
-      DG_RETURN_IF_ERROR(is_kda ? KdaMixer(w, pass, ctx)
+      RT_RETURN_IF_ERROR(is_kda ? KdaMixer(w, pass, ctx)
                                 : AttentionMixer(w, pass, ctx));
     }
     ScopedSpan span(ctx->tracer(), ctx->clock(), "mlp", "layer",
                     stats ? &stats->mlp_ns : nullptr,
                     {{"layer", l}, {"rows", pass.rows}});
-    DG_RETURN_IF_ERROR(Mlp(w, pass.rows, ctx));
+    RT_RETURN_IF_ERROR(Mlp(w, pass.rows, ctx));
   }
   if (logits == nullptr) return absl::OkStatus();
   ScopedSpan span(ctx->tracer(), ctx->clock(), "lm_head", "layer",
@@ -203,7 +203,7 @@ absl::Status HybridModel::Forward(const Pass& pass, float* logits,
   // Prefill needs only its last token's logits.
   const int first = pass.prefill ? pass.rows - 1 : 0;
   const int m = pass.rows - first;
-  DG_RETURN_IF_ERROR(kernels::RmsNorm(
+  RT_RETURN_IF_ERROR(kernels::RmsNorm(
       ctx->x.data() + static_cast<size_t>(first) * hidden,
       weights_.final_norm.data(), m, hidden, eps, ctx->h.data()));
   return Gemm(m, config_.vocab_size, hidden, ctx->h.data(), hidden,
@@ -228,15 +228,15 @@ absl::Status HybridModel::KdaMixer(const LayerWeights& w, const Pass& pass,
   // (the layout the KDA kernels read).
   const float* wp = w.kda.in_proj.data();
   const float* h = ctx->h.data();
-  DG_RETURN_IF_ERROR(
+  RT_RETURN_IF_ERROR(
       Gemm(n, hk, hidden, h, hidden, wp, width, ctx->q.data(), hk, false, ctx));
-  DG_RETURN_IF_ERROR(Gemm(n, hk, hidden, h, hidden, wp + hk, width,
+  RT_RETURN_IF_ERROR(Gemm(n, hk, hidden, h, hidden, wp + hk, width,
                           ctx->k.data(), hk, false, ctx));
-  DG_RETURN_IF_ERROR(Gemm(n, hv, hidden, h, hidden, wp + 2 * hk, width,
+  RT_RETURN_IF_ERROR(Gemm(n, hv, hidden, h, hidden, wp + 2 * hk, width,
                           ctx->v.data(), hv, false, ctx));
-  DG_RETURN_IF_ERROR(Gemm(n, hk, hidden, h, hidden, wp + 2 * hk + hv, width,
+  RT_RETURN_IF_ERROR(Gemm(n, hk, hidden, h, hidden, wp + 2 * hk + hv, width,
                           ctx->g.data(), hk, false, ctx));
-  DG_RETURN_IF_ERROR(Gemm(n, H, hidden, h, hidden, wp + 3 * hk + hv, width,
+  RT_RETURN_IF_ERROR(Gemm(n, H, hidden, h, hidden, wp + 3 * hk + hv, width,
                           ctx->b.data(), H, false, ctx));
 
   kda::KdaMath math;
@@ -262,7 +262,7 @@ absl::Status HybridModel::KdaMixer(const LayerWeights& w, const Pass& pass,
     if (pass.prefill) {
       kda::KdaPrefillOptions opt;
       opt.math = math;
-      DG_RETURN_IF_ERROR(kda::KdaPrefill(
+      RT_RETURN_IF_ERROR(kda::KdaPrefill(
           {n, H, K, V}, inputs(0),
           pass.states->State(layer, pass.seq->state_slot), ctx->o.data(), opt));
     } else {
@@ -276,7 +276,7 @@ absl::Status HybridModel::KdaMixer(const LayerWeights& w, const Pass& pass,
                              pass.decode[r1 - 1].state_slot + 1) {
           ++r1;
         }
-        DG_RETURN_IF_ERROR(kda::KdaDecode(
+        RT_RETURN_IF_ERROR(kda::KdaDecode(
             {r1 - r0, H, K, V}, inputs(r0),
             pass.states->State(layer, pass.decode[r0].state_slot),
             ctx->o.data() + static_cast<size_t>(r0) * hv, opt));
@@ -301,11 +301,11 @@ absl::Status HybridModel::AttentionMixer(const LayerWeights& w,
   Ensure(ctx->o, static_cast<size_t>(n) * qw);
   const float* wp = w.attn.qkv_proj.data();
   const float* h = ctx->h.data();
-  DG_RETURN_IF_ERROR(
+  RT_RETURN_IF_ERROR(
       Gemm(n, qw, hidden, h, hidden, wp, width, ctx->q.data(), qw, false, ctx));
-  DG_RETURN_IF_ERROR(Gemm(n, kvw, hidden, h, hidden, wp + qw, width,
+  RT_RETURN_IF_ERROR(Gemm(n, kvw, hidden, h, hidden, wp + qw, width,
                           ctx->k.data(), kvw, false, ctx));
-  DG_RETURN_IF_ERROR(Gemm(n, kvw, hidden, h, hidden, wp + qw + kvw, width,
+  RT_RETURN_IF_ERROR(Gemm(n, kvw, hidden, h, hidden, wp + qw + kvw, width,
                           ctx->v.data(), kvw, false, ctx));
   Ensure(ctx->cos, D / 2);
   Ensure(ctx->sin, D / 2);
@@ -314,7 +314,7 @@ absl::Status HybridModel::AttentionMixer(const LayerWeights& w,
                         ctx->cos.data(), ctx->sin.data());
     for (auto [x, heads] : {std::pair{ctx->q.data() + r * qw, Hq},
                             std::pair{ctx->k.data() + r * kvw, Hkv}}) {
-      DG_RETURN_IF_ERROR(kernels::ApplyRope(x, heads, D, D, ctx->cos.data(),
+      RT_RETURN_IF_ERROR(kernels::ApplyRope(x, heads, D, D, ctx->cos.data(),
                                             ctx->sin.data(),
                                             kernels::RopeStyle::kNeox));
     }
@@ -333,7 +333,7 @@ absl::Status HybridModel::AttentionMixer(const LayerWeights& w,
                                         static_cast<size_t>(D), scale};
     for (int hq = 0; hq < Hq; ++hq) {
       const int kvh = hq / group;
-      DG_RETURN_IF_ERROR(kernels::AttendOneStrided(
+      RT_RETURN_IF_ERROR(kernels::AttendOneStrided(
           ctx->q.data() + static_cast<size_t>(r) * qw + hq * D,
           ctx->keys.data() + kvh * D, kvw, ctx->values.data() + kvh * D, kvw,
           shape, ctx->o.data() + static_cast<size_t>(r) * qw + hq * D,
@@ -349,13 +349,13 @@ absl::Status HybridModel::AttentionMixer(const LayerWeights& w,
     Ensure(ctx->values, static_cast<size_t>(end) * kvw);
     {
       ScopedSpan span(nullptr, ctx->clock(), "kv_cache", "kernel", cache_ns);
-      DG_RETURN_IF_ERROR(seq.kv->Write(seq.blocks, layer, pass.start_pos, n,
+      RT_RETURN_IF_ERROR(seq.kv->Write(seq.blocks, layer, pass.start_pos, n,
                                        ctx->k.data(), kvw, ctx->v.data(), kvw));
-      DG_RETURN_IF_ERROR(seq.kv->Read(seq.blocks, layer, end, ctx->keys.data(),
+      RT_RETURN_IF_ERROR(seq.kv->Read(seq.blocks, layer, end, ctx->keys.data(),
                                       ctx->values.data()));
     }
     for (int r = 0; r < n; ++r) {
-      DG_RETURN_IF_ERROR(attend(r, pass.start_pos + r + 1));
+      RT_RETURN_IF_ERROR(attend(r, pass.start_pos + r + 1));
     }
   } else {
     for (int r = 0; r < n; ++r) {
@@ -365,14 +365,14 @@ absl::Status HybridModel::AttentionMixer(const LayerWeights& w,
       Ensure(ctx->values, static_cast<size_t>(n_keys) * kvw);
       {
         ScopedSpan span(nullptr, ctx->clock(), "kv_cache", "kernel", cache_ns);
-        DG_RETURN_IF_ERROR(
+        RT_RETURN_IF_ERROR(
             pass.kv->Write(row.blocks, layer, row.position, 1,
                            ctx->k.data() + static_cast<size_t>(r) * kvw, kvw,
                            ctx->v.data() + static_cast<size_t>(r) * kvw, kvw));
-        DG_RETURN_IF_ERROR(pass.kv->Read(row.blocks, layer, n_keys,
+        RT_RETURN_IF_ERROR(pass.kv->Read(row.blocks, layer, n_keys,
                                          ctx->keys.data(), ctx->values.data()));
       }
-      DG_RETURN_IF_ERROR(attend(r, n_keys));
+      RT_RETURN_IF_ERROR(attend(r, n_keys));
     }
   }
   return Gemm(n, hidden, qw, ctx->o.data(), qw, w.attn.out_proj.data(), hidden,
@@ -385,16 +385,16 @@ absl::Status HybridModel::Mlp(const LayerWeights& w, int rows,
   const size_t cells = static_cast<size_t>(rows) * inter;
   Ensure(ctx->gate, cells);
   Ensure(ctx->up, cells);
-  DG_RETURN_IF_ERROR(kernels::RmsNorm(
+  RT_RETURN_IF_ERROR(kernels::RmsNorm(
       ctx->x.data(), w.mlp_norm.data(), rows, hidden,
       static_cast<float>(config_.rms_norm_eps), ctx->h.data()));
   const float* wp = w.gate_up.data();
-  DG_RETURN_IF_ERROR(Gemm(rows, inter, hidden, ctx->h.data(), hidden, wp,
+  RT_RETURN_IF_ERROR(Gemm(rows, inter, hidden, ctx->h.data(), hidden, wp,
                           2 * inter, ctx->gate.data(), inter, false, ctx));
-  DG_RETURN_IF_ERROR(Gemm(rows, inter, hidden, ctx->h.data(), hidden,
+  RT_RETURN_IF_ERROR(Gemm(rows, inter, hidden, ctx->h.data(), hidden,
                           wp + inter, 2 * inter, ctx->up.data(), inter, false,
                           ctx));
-  DG_RETURN_IF_ERROR(kernels::SiluMul(ctx->gate.data(), ctx->up.data(), cells,
+  RT_RETURN_IF_ERROR(kernels::SiluMul(ctx->gate.data(), ctx->up.data(), cells,
                                       ctx->gate.data()));
   return Gemm(rows, hidden, inter, ctx->gate.data(), inter, w.down.data(),
               hidden, ctx->x.data(), hidden, /*accumulate=*/true, ctx);

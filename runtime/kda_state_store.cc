@@ -18,13 +18,13 @@ KdaStateStore::KdaStateStore(std::string name, int num_slots, int num_layers,
       data_(static_cast<size_t>(num_slots) * num_layers * layer_floats_) {}
 
 absl::StatusOr<int> KdaStateStore::TryAcquire() {
-  DG_ASSIGN_OR_RETURN(std::vector<int32_t> slot, slots_.TryAllocate(1));
+  RT_ASSIGN_OR_RETURN(std::vector<int32_t> slot, slots_.TryAllocate(1));
   if (gauge_ != nullptr) gauge_->Add(slot_bytes());
   return slot[0];
 }
 
 absl::StatusOr<int> KdaStateStore::Acquire() {
-  DG_ASSIGN_OR_RETURN(std::vector<int32_t> slot, slots_.Allocate(1));
+  RT_ASSIGN_OR_RETURN(std::vector<int32_t> slot, slots_.Allocate(1));
   if (gauge_ != nullptr) gauge_->Add(slot_bytes());
   return slot[0];
 }

@@ -48,11 +48,11 @@ absl::StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(
     return at_least(field, v, 1);
   };
   // A model without attention layers has blocks of zero bytes.
-  DG_RETURN_IF_ERROR(at_least("num_layers", o.num_layers, 0));
-  DG_RETURN_IF_ERROR(positive("num_kv_heads", o.num_kv_heads));
-  DG_RETURN_IF_ERROR(positive("head_dim", o.head_dim));
-  DG_RETURN_IF_ERROR(positive("block_size", o.block_size));
-  DG_RETURN_IF_ERROR(positive("num_blocks", o.num_blocks));
+  RT_RETURN_IF_ERROR(at_least("num_layers", o.num_layers, 0));
+  RT_RETURN_IF_ERROR(positive("num_kv_heads", o.num_kv_heads));
+  RT_RETURN_IF_ERROR(positive("head_dim", o.head_dim));
+  RT_RETURN_IF_ERROR(positive("block_size", o.block_size));
+  RT_RETURN_IF_ERROR(positive("num_blocks", o.num_blocks));
   return std::unique_ptr<PagedKvCache>(new PagedKvCache(o, gauge));
 }
 
@@ -84,14 +84,14 @@ int PagedKvCache::BlocksFor(int tokens) const {
 }
 
 absl::StatusOr<std::vector<int32_t>> PagedKvCache::TryAllocate(int tokens) {
-  DG_ASSIGN_OR_RETURN(std::vector<int32_t> blocks,
+  RT_ASSIGN_OR_RETURN(std::vector<int32_t> blocks,
                       allocator_.TryAllocate(BlocksFor(tokens)));
   if (gauge_ != nullptr) gauge_->Add(blocks.size() * block_bytes_);
   return blocks;
 }
 
 absl::StatusOr<std::vector<int32_t>> PagedKvCache::Allocate(int tokens) {
-  DG_ASSIGN_OR_RETURN(std::vector<int32_t> blocks,
+  RT_ASSIGN_OR_RETURN(std::vector<int32_t> blocks,
                       allocator_.Allocate(BlocksFor(tokens)));
   if (gauge_ != nullptr) gauge_->Add(blocks.size() * block_bytes_);
   return blocks;
@@ -138,7 +138,7 @@ absl::Status PagedKvCache::Write(absl::Span<const int32_t> blocks, int layer,
         absl::StrFormat("%s: bad write (layer %d, position %d)", options_.name,
                         layer, first_pos));
   }
-  DG_RETURN_IF_ERROR(CheckSpan(blocks, first_pos + n));
+  RT_RETURN_IF_ERROR(CheckSpan(blocks, first_pos + n));
   const size_t bs = options_.block_size;
   const size_t vec = vectors_per_token_;
   const size_t token_codes = code_bytes_ / bs;
@@ -150,7 +150,7 @@ absl::Status PagedKvCache::Write(absl::Span<const int32_t> blocks, int layer,
     for (int kv = 0; kv < 2; ++kv) {
       uint8_t* plane = block + PlaneOffset(layer, kv);
       const float* src = kv == 0 ? k + t * k_stride : v + t * v_stride;
-      DG_RETURN_IF_ERROR(kernels::Quantize(
+      RT_RETURN_IF_ERROR(kernels::Quantize(
           options_.format, src, vec, options_.head_dim,
           plane + slot * token_codes,
           kernels::QuantScales{
@@ -167,7 +167,7 @@ absl::Status PagedKvCache::Read(absl::Span<const int32_t> blocks, int layer,
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: bad read (layer %d, %d tokens)", options_.name, layer, n));
   }
-  DG_RETURN_IF_ERROR(CheckSpan(blocks, n));
+  RT_RETURN_IF_ERROR(CheckSpan(blocks, n));
   const size_t bs = options_.block_size;
   const size_t token_floats = vectors_per_token_ * options_.head_dim;
   for (size_t first = 0; first < static_cast<size_t>(n); first += bs) {
@@ -176,7 +176,7 @@ absl::Status PagedKvCache::Read(absl::Span<const int32_t> blocks, int layer,
     for (int kv = 0; kv < 2; ++kv) {
       const uint8_t* plane = block + PlaneOffset(layer, kv);
       float* out = (kv == 0 ? k_out : v_out) + first * token_floats;
-      DG_RETURN_IF_ERROR(kernels::Dequantize(
+      RT_RETURN_IF_ERROR(kernels::Dequantize(
           options_.format, plane,
           kernels::ConstQuantScales(options_.scale_dtype,
                                     plane + RoundUp(code_bytes_)),

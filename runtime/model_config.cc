@@ -76,7 +76,7 @@ class ObjectReader {
 
   absl::Status Int(absl::string_view key, bool required, int* out) {
     int64_t x = *out;
-    DG_RETURN_IF_ERROR(
+    RT_RETURN_IF_ERROR(
         Read(key, required, &Json::is_number_integer, "an integer", &x));
     if (x < std::numeric_limits<int>::min() ||
         x > std::numeric_limits<int>::max()) {
@@ -146,15 +146,15 @@ absl::Status ParseInto(const Json& root, ModelConfig* c) {
                  {"name", "vocab_size", "hidden_size", "num_layers",
                   "layer_types", "kda", "attention", "mlp", "rms_norm_eps",
                   "max_context", "kv_block_size", "seed"});
-  DG_RETURN_IF_ERROR(r.RejectUnknown());
-  DG_RETURN_IF_ERROR(r.String("name", /*required=*/false, &c->name));
-  DG_RETURN_IF_ERROR(r.Int("vocab_size", true, &c->vocab_size));
-  DG_RETURN_IF_ERROR(r.Int("hidden_size", true, &c->hidden_size));
+  RT_RETURN_IF_ERROR(r.RejectUnknown());
+  RT_RETURN_IF_ERROR(r.String("name", /*required=*/false, &c->name));
+  RT_RETURN_IF_ERROR(r.Int("vocab_size", true, &c->vocab_size));
+  RT_RETURN_IF_ERROR(r.Int("hidden_size", true, &c->hidden_size));
   int num_layers = 0;
-  DG_RETURN_IF_ERROR(r.Int("num_layers", true, &num_layers));
+  RT_RETURN_IF_ERROR(r.Int("num_layers", true, &num_layers));
   absl::Status status;
   const Json* types = r.Get("layer_types", true, &status);
-  DG_RETURN_IF_ERROR(status);
+  RT_RETURN_IF_ERROR(status);
   if (!types->is_array()) {
     return FieldError("layer_types",
                       absl::StrCat("expected an array, found ", types->dump()));
@@ -174,10 +174,10 @@ absl::Status ParseInto(const Json& root, ModelConfig* c) {
   if (!kda.ok()) return kda.status();
   if (*kda != nullptr) {
     ObjectReader k(**kda, "kda", {"num_heads", "head_k_dim", "head_v_dim"});
-    DG_RETURN_IF_ERROR(k.RejectUnknown());
-    DG_RETURN_IF_ERROR(k.Int("num_heads", true, &c->kda_heads));
-    DG_RETURN_IF_ERROR(k.Int("head_k_dim", true, &c->kda_head_k_dim));
-    DG_RETURN_IF_ERROR(k.Int("head_v_dim", true, &c->kda_head_v_dim));
+    RT_RETURN_IF_ERROR(k.RejectUnknown());
+    RT_RETURN_IF_ERROR(k.Int("num_heads", true, &c->kda_heads));
+    RT_RETURN_IF_ERROR(k.Int("head_k_dim", true, &c->kda_head_k_dim));
+    RT_RETURN_IF_ERROR(k.Int("head_v_dim", true, &c->kda_head_v_dim));
   }
   absl::StatusOr<const Json*> attn =
       r.Object("attention", c->num_attention_layers() > 0);
@@ -185,22 +185,22 @@ absl::Status ParseInto(const Json& root, ModelConfig* c) {
   if (*attn != nullptr) {
     ObjectReader a(**attn, "attention",
                    {"num_heads", "num_kv_heads", "head_dim", "rope_theta"});
-    DG_RETURN_IF_ERROR(a.RejectUnknown());
-    DG_RETURN_IF_ERROR(a.Int("num_heads", true, &c->attn_heads));
-    DG_RETURN_IF_ERROR(a.Int("num_kv_heads", true, &c->attn_kv_heads));
-    DG_RETURN_IF_ERROR(a.Int("head_dim", true, &c->attn_head_dim));
-    DG_RETURN_IF_ERROR(a.Double("rope_theta", false, &c->rope_theta));
+    RT_RETURN_IF_ERROR(a.RejectUnknown());
+    RT_RETURN_IF_ERROR(a.Int("num_heads", true, &c->attn_heads));
+    RT_RETURN_IF_ERROR(a.Int("num_kv_heads", true, &c->attn_kv_heads));
+    RT_RETURN_IF_ERROR(a.Int("head_dim", true, &c->attn_head_dim));
+    RT_RETURN_IF_ERROR(a.Double("rope_theta", false, &c->rope_theta));
   }
   absl::StatusOr<const Json*> mlp = r.Object("mlp", true);
   if (!mlp.ok()) return mlp.status();
   ObjectReader m(**mlp, "mlp", {"intermediate_size"});
-  DG_RETURN_IF_ERROR(m.RejectUnknown());
-  DG_RETURN_IF_ERROR(
+  RT_RETURN_IF_ERROR(m.RejectUnknown());
+  RT_RETURN_IF_ERROR(
       m.Int("intermediate_size", true, &c->mlp_intermediate_size));
 
-  DG_RETURN_IF_ERROR(r.Double("rms_norm_eps", false, &c->rms_norm_eps));
-  DG_RETURN_IF_ERROR(r.Int("max_context", true, &c->max_context));
-  DG_RETURN_IF_ERROR(r.Int("kv_block_size", false, &c->kv_block_size));
+  RT_RETURN_IF_ERROR(r.Double("rms_norm_eps", false, &c->rms_norm_eps));
+  RT_RETURN_IF_ERROR(r.Int("max_context", true, &c->max_context));
+  RT_RETURN_IF_ERROR(r.Int("kv_block_size", false, &c->kv_block_size));
   return r.Uint64("seed", true, &c->seed);
 }
 
@@ -217,23 +217,23 @@ int ModelConfig::num_attention_layers() const {
 
 absl::Status ValidateModelConfig(const ModelConfig& c) {
   constexpr int kBig = 1 << 20;
-  DG_RETURN_IF_ERROR(CheckRange("vocab_size", c.vocab_size, 2, 1 << 24));
-  DG_RETURN_IF_ERROR(CheckRange("hidden_size", c.hidden_size, 1, kBig));
+  RT_RETURN_IF_ERROR(CheckRange("vocab_size", c.vocab_size, 2, 1 << 24));
+  RT_RETURN_IF_ERROR(CheckRange("hidden_size", c.hidden_size, 1, kBig));
   if (c.layers.empty()) {
     return FieldError("layer_types", "must name at least one layer");
   }
   if (c.num_kda_layers() > 0) {
-    DG_RETURN_IF_ERROR(CheckRange("kda.num_heads", c.kda_heads, 1, 4096));
+    RT_RETURN_IF_ERROR(CheckRange("kda.num_heads", c.kda_heads, 1, 4096));
     // The KDA kernels size their scratch by kKdaMaxDim.
-    DG_RETURN_IF_ERROR(CheckRange("kda.head_k_dim", c.kda_head_k_dim, 1,
+    RT_RETURN_IF_ERROR(CheckRange("kda.head_k_dim", c.kda_head_k_dim, 1,
                                   kernels::kda::kKdaMaxDim));
-    DG_RETURN_IF_ERROR(CheckRange("kda.head_v_dim", c.kda_head_v_dim, 1,
+    RT_RETURN_IF_ERROR(CheckRange("kda.head_v_dim", c.kda_head_v_dim, 1,
                                   kernels::kda::kKdaMaxDim));
   }
   if (c.num_attention_layers() > 0) {
-    DG_RETURN_IF_ERROR(
+    RT_RETURN_IF_ERROR(
         CheckRange("attention.num_heads", c.attn_heads, 1, 4096));
-    DG_RETURN_IF_ERROR(
+    RT_RETURN_IF_ERROR(
         CheckRange("attention.num_kv_heads", c.attn_kv_heads, 1, c.attn_heads));
     if (c.attn_heads % c.attn_kv_heads != 0) {
       return FieldError(
@@ -241,7 +241,7 @@ absl::Status ValidateModelConfig(const ModelConfig& c) {
           absl::StrFormat("(%d) must divide attention.num_heads (%d)",
                           c.attn_kv_heads, c.attn_heads));
     }
-    DG_RETURN_IF_ERROR(
+    RT_RETURN_IF_ERROR(
         CheckRange("attention.head_dim", c.attn_head_dim, 2, 1024));
     if (c.attn_head_dim % 2 != 0) {
       return FieldError(
@@ -253,15 +253,15 @@ absl::Status ValidateModelConfig(const ModelConfig& c) {
                         absl::StrFormat("must be > 1, found %g", c.rope_theta));
     }
   }
-  DG_RETURN_IF_ERROR(
+  RT_RETURN_IF_ERROR(
       CheckRange("mlp.intermediate_size", c.mlp_intermediate_size, 1, kBig));
   if (!(c.rms_norm_eps > 0.0 && c.rms_norm_eps < 1.0)) {
     return FieldError(
         "rms_norm_eps",
         absl::StrFormat("must be in (0, 1), found %g", c.rms_norm_eps));
   }
-  DG_RETURN_IF_ERROR(CheckRange("max_context", c.max_context, 2, 1 << 24));
-  DG_RETURN_IF_ERROR(CheckRange("kv_block_size", c.kv_block_size, 1, 4096));
+  RT_RETURN_IF_ERROR(CheckRange("max_context", c.max_context, 2, 1 << 24));
+  RT_RETURN_IF_ERROR(CheckRange("kv_block_size", c.kv_block_size, 1, 4096));
   return absl::OkStatus();
 }
 
@@ -274,8 +274,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text) {
         absl::StrCat("model config is not valid JSON: ", e.what()));
   }
   ModelConfig config;
-  DG_RETURN_IF_ERROR(ParseInto(root, &config));
-  DG_RETURN_IF_ERROR(ValidateModelConfig(config));
+  RT_RETURN_IF_ERROR(ParseInto(root, &config));
+  RT_RETURN_IF_ERROR(ValidateModelConfig(config));
   return config;
 }
 

@@ -35,7 +35,7 @@ absl::StatusOr<std::unique_ptr<PoolCache>> PoolCache::Create(
           kernels::KvFormatName(options.kv_format)));
     }
   }
-  DG_ASSIGN_OR_RETURN(std::unique_ptr<PagedKvCache> cache,
+  RT_ASSIGN_OR_RETURN(std::unique_ptr<PagedKvCache> cache,
                       PagedKvCache::Create(kv, kv_gauge));
   auto states = std::make_unique<KdaStateStore>(
       absl::StrCat(options.name, " KDA state store"), options.state_slots,
@@ -57,7 +57,7 @@ bool PoolCache::NeverFits(int tokens) const {
 absl::StatusOr<Residency> PoolCache::Reserve(int tokens, bool wait) {
   Residency r;
   r.cache = this;
-  DG_ASSIGN_OR_RETURN(r.blocks,
+  RT_ASSIGN_OR_RETURN(r.blocks,
                       wait ? kv_->Allocate(tokens) : kv_->TryAllocate(tokens));
   absl::StatusOr<int> slot = wait ? states_->Acquire() : states_->TryAcquire();
   if (!slot.ok()) {

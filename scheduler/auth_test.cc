@@ -8,18 +8,17 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/tokens.h"
+#include "testing/test_util.h"
 
 namespace densegate::scheduler {
 namespace {
+
+using test::TestTmpDir;
 
 using ::testing::HasSubstr;
 
 std::string Line(const std::string& role, const std::string& token, const std::string& who) {
   return role + " sha256:" + HashToken(token) + " " + who + "\n";
-}
-
-std::string TempPath(const std::string& name) {
-  return std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
 }
 
 absl::StatusCode Code(const Authenticator& a, const std::string& token,
@@ -84,7 +83,7 @@ TEST(AuthTest, RolesAndPrincipals) {
 }
 
 TEST(AuthTest, CreatedTokensWorkAndRevokedOnesStopWithoutARestart) {
-  const std::string path = TempPath("tokens-revoke");
+  const std::string path = TestTmpDir() + "/" + "tokens-revoke";
   std::remove(path.c_str());
   absl::StatusOr<std::string> ci = CreateToken(path, Role::kCi, "ci:bot");
   absl::StatusOr<std::string> node_a = CreateToken(path, Role::kNode, "node-a");

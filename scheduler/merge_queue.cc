@@ -10,7 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "proto/manifest.h"
+#include "manifest/manifest.h"
 #include "results/report/report.h"
 
 namespace densegate::scheduler {
@@ -49,7 +49,7 @@ std::string MergeNote(const v1::Evaluation& accepted, const std::string& origina
   return note;
 }
 
-MergeQueue::MergeQueue(results::Store* store, const harness::Git* git, Remeasure remeasure)
+MergeQueue::MergeQueue(results::Store* store, const platform::Git* git, Remeasure remeasure)
     : store_(store), git_(git), remeasure_(std::move(remeasure)) {}
 
 absl::Status MergeQueue::Enqueue(const v1::Evaluation& evaluation) {

@@ -28,7 +28,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "harness/workspace/git.h"
+#include "platform/git/git.h"
 #include "proto/densegate.pb.h"
 #include "results/store/store.h"
 
@@ -43,7 +43,7 @@ class MergeQueue {
       const std::string& candidate_sha)>;
 
   // `store` and `git` are not owned and must outlive this.
-  MergeQueue(results::Store* store, const harness::Git* git, Remeasure remeasure);
+  MergeQueue(results::Store* store, const platform::Git* git, Remeasure remeasure);
 
   // Queues `evaluation` when it was accepted and targets a branch; a no-op
   // otherwise or when it is already queued.
@@ -68,7 +68,7 @@ class MergeQueue {
   absl::Status Fail(const std::string& evaluation_id, const std::string& why);
 
   results::Store* store_;
-  const harness::Git* git_;
+  const platform::Git* git_;
   Remeasure remeasure_;
 };
 

@@ -13,8 +13,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/util/time_util.h"
-#include "harness/workspace/git.h"
-#include "proto/manifest.h"
+#include "platform/git/git.h"
+#include "manifest/manifest.h"
 #include "results/report/report.h"
 #include "results/verdict/verdict.h"
 #include "scheduler/internal/rpc_util.h"
@@ -34,7 +34,7 @@ Status ToGrpc(const absl::Status& s) {
 }
 
 
-Scheduler::Scheduler(results::Store* store, Authenticator auth, harness::ProcessLauncher* launcher,
+Scheduler::Scheduler(results::Store* store, Authenticator auth, platform::ProcessLauncher* launcher,
                      SchedulerOptions options)
     : store_(store),
       auth_(std::move(auth)),

@@ -33,8 +33,8 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "harness/process/launcher.h"
-#include "harness/workspace/git.h"
+#include "platform/process/launcher.h"
+#include "platform/git/git.h"
 #include "proto/densegate.grpc.pb.h"
 #include "results/store/store.h"
 #include "scheduler/auth.h"
@@ -73,7 +73,7 @@ struct SchedulerOptions {
 class Scheduler {
  public:
   // `store` and `launcher` (for git) are not owned and must outlive this.
-  Scheduler(results::Store* store, Authenticator auth, harness::ProcessLauncher* launcher,
+  Scheduler(results::Store* store, Authenticator auth, platform::ProcessLauncher* launcher,
             SchedulerOptions options);
   ~Scheduler();
 
@@ -174,9 +174,9 @@ class Scheduler {
 
   results::Store* store_;
   Authenticator auth_;
-  harness::ProcessLauncher* launcher_;
+  platform::ProcessLauncher* launcher_;
   SchedulerOptions options_;
-  harness::Git git_;
+  platform::Git git_;
   MergeQueue merges_;
   std::mutex merges_mu_;       // Held by AdvanceMerges.
   bool merges_swept_ = false;  // Guarded by merges_mu_.

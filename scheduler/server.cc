@@ -43,7 +43,7 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   }
   std::unique_ptr<SchedulerServer> s(new SchedulerServer);
   s->store_ = std::move(store);
-  s->launcher_ = harness::NewSandboxLauncher();
+  s->launcher_ = platform::NewSandboxLauncher();
   s->scheduler_ = std::make_unique<Scheduler>(s->store_.get(), std::move(auth), s->launcher_.get(),
                                               options.scheduler);
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();

@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "grpcpp/grpcpp.h"
-#include "harness/process/launcher.h"
+#include "platform/process/launcher.h"
 #include "results/store/store.h"
 #include "scheduler/http_server.h"
 #include "scheduler/scheduler.h"
@@ -62,7 +62,7 @@ class SchedulerServer {
   SchedulerServer() = default;
 
   std::unique_ptr<results::Store> store_;
-  std::unique_ptr<harness::ProcessLauncher> launcher_;
+  std::unique_ptr<platform::ProcessLauncher> launcher_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<HttpServer> http_;

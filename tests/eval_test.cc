@@ -26,26 +26,24 @@
 #include "gtest/gtest.h"
 #include "harness/evaluator.h"
 #include "nlohmann/json.hpp"
+#include "testing/test_util.h"
 
 namespace densegate::harness {
 namespace {
+
+using test::ReadFile;
+using test::Runfile;
+using test::Sh;
+using test::TestTmpDir;
+using test::WaitFor;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string Tmp() { return std::getenv("TEST_TMPDIR"); }
-
-// A file of this test's runfiles, by its path in the repository.
-std::string Runfile(const std::string& path) {
-  return absl::StrCat(std::getenv("TEST_SRCDIR"), "/densegate/", path);
-}
-
 std::string Fixture(const std::string& file) {
   return Runfile("tests/fixtures/tiny_workload/" + file);
 }
-
-void Sh(const std::string& cmd) { ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd; }
 
 class Recorder : public EvalListener {
  public:
@@ -100,7 +98,7 @@ class EvalTest : public ::testing::Test {
  protected:
   void SetUp() override {
     name_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    repo_ = Tmp() + "/repo-" + name_;
+    repo_ = TestTmpDir() + "/repo-" + name_;
     Sh("rm -rf " + repo_ + " && mkdir -p " + repo_);
     for (const char* f : {"checksum.h", "bench.cc", "check.cc", "build.sh", "densegate.json"}) {
       Sh(absl::StrCat("cp ", Fixture(f), " ", repo_, "/"));
@@ -154,7 +152,7 @@ class EvalTest : public ::testing::Test {
   EvalOutcome Eval(v1::Policy policy, std::vector<v1::Claim> claims = {},
                    bool override_protected = false, MachineProbe* probe = nullptr) {
     EvaluatorOptions options;
-    options.workspace_root = Tmp() + "/ws-" + name_;
+    options.workspace_root = TestTmpDir() + "/ws-" + name_;
     options.software_version = "test";
     options.machine_probe = probe;
     options.precision_baselines = precision_baselines_;
@@ -173,7 +171,7 @@ class EvalTest : public ::testing::Test {
     request.protected_path_override = override_protected;
     request.precision_change = precision_change_;
     request.override_reason = "test";
-    request.out_dir = Tmp() + "/out-" + name_;
+    request.out_dir = TestTmpDir() + "/out-" + name_;
     Sh("mkdir -p " + request.out_dir);
     request.seed = 7;
     request.node_noise = node_noise_;
@@ -239,11 +237,11 @@ class EvalTest : public ::testing::Test {
   // root), the tests of everything else run unsandboxed and the red-team
   // tests skip.
   static bool Sandboxed() {
-    static const bool ok = CheckSandbox(SandboxOptions{}).ok();
+    static const bool ok = platform::CheckSandbox(platform::SandboxOptions{}).ok();
     return ok || std::getenv("CI") != nullptr;
   }
-  std::unique_ptr<ProcessLauncher> launcher_ = NewSandboxLauncher(
-      SandboxOptions{.scratch_root = Tmp(), .unsafe_no_sandbox = !Sandboxed()});
+  std::unique_ptr<platform::ProcessLauncher> launcher_ = platform::NewSandboxLauncher(
+      platform::SandboxOptions{.scratch_root = TestTmpDir(), .unsafe_no_sandbox = !Sandboxed()});
   Recorder recorder_;
   std::string name_, repo_;
   // EvaluatorOptions::arm_disk_quota_bytes of every Eval() (0: default).
@@ -325,7 +323,7 @@ TEST_F(EvalTest, RealSpeedupIsAcceptedWithClaimVerified) {
                                              "suite check on the candidate"));
   EXPECT_NEAR(last_pair->current_estimate(), v.metrics(0).speedup(), 1e-9);
   // The feedback bundle names the metric that moved.
-  std::ifstream feedback(Tmp() + "/out-" + name_ + "/feedback.json");
+  std::ifstream feedback(TestTmpDir() + "/out-" + name_ + "/feedback.json");
   std::stringstream text;
   text << feedback.rdbuf();
   EXPECT_THAT(text.str(), HasSubstr("\"component\": \"checksum\""));
@@ -488,7 +486,7 @@ TEST_F(EvalTest, ABenchmarkStageWithNothingToMeasureDoesNotWaitForTheHostLock) {
   Write("densegate.json", manifest.dump(2));
   Commit("identical benchmarks are not measured");
   Commit("nothing changed");
-  const std::string path = Tmp() + "/host-lock-" + name_;
+  const std::string path = TestTmpDir() + "/host-lock-" + name_;
   absl::StatusOr<std::unique_ptr<HostLock>> ours = HostLock::Open(path);
   absl::StatusOr<std::unique_ptr<HostLock>> other_node = HostLock::Open(path);
   ASSERT_TRUE(ours.ok() && other_node.ok());
@@ -636,7 +634,7 @@ TEST_F(EvalTest, AMetricScopeRunsOnlyTheBenchmarksMeasuringIt) {
 
   // A scope naming a metric the manifest does not measure is a bad request.
   EvaluatorOptions options;
-  options.workspace_root = Tmp() + "/ws-" + name_;
+  options.workspace_root = TestTmpDir() + "/ws-" + name_;
   Evaluator evaluator(options, launcher_.get());
   EvalRequest request;
   request.repo = repo_;
@@ -1076,7 +1074,7 @@ TEST_F(EvalTest, EndToEndCountersAndTracesGoToTheBundle) {
   Commit("a change that makes requests wait");
   EvalOutcome o = Eval(v1::NO_REGRESSION);
   EXPECT_EQ(o.verdict.decision(), v1::REJECT) << Reasons(o.verdict);
-  const std::string out = Tmp() + "/out-" + name_;
+  const std::string out = TestTmpDir() + "/out-" + name_;
   nlohmann::json counters = nlohmann::json::parse(std::ifstream(out + "/counters.json"));
   EXPECT_EQ(counters["e2e"]["counters"]["wait_ns"]["baseline"], 1000);
   EXPECT_EQ(counters["e2e"]["counters"]["wait_ns"]["candidate"], 8000);
@@ -1111,7 +1109,7 @@ TEST_F(EvalTest, ANoisyNodeRunsEachEndToEndBenchmarkSeveralTimesPerArm) {
   EvalOutcome o = Eval(v1::NO_REGRESSION);
   EXPECT_EQ(o.verdict.provenance().host().node_noise(), 0.03);
   EXPECT_EQ(o.verdict.provenance().host().end_to_end_runs_per_arm(), 4);
-  const std::string logs = Tmp() + "/out-" + name_ + "/logs/";
+  const std::string logs = TestTmpDir() + "/out-" + name_ + "/logs/";
   int checked = 0;
   for (const v1::Sample& s : o.samples) {
     const std::string arm = s.arm() == v1::CANDIDATE ? "candidate" : "baseline";
@@ -1169,7 +1167,7 @@ TEST_F(EvalTest, ANoisyNodeRunsAnEndToEndBenchmarkOnceWhenAClaimDecidesEachOfIts
   claim.set_min_speedup(0.5);
   EvalOutcome o = Eval(v1::NO_REGRESSION, {claim});
   EXPECT_EQ(o.verdict.provenance().host().end_to_end_runs_per_arm(), 1);
-  const std::string logs = Tmp() + "/out-" + name_ + "/logs/";
+  const std::string logs = TestTmpDir() + "/out-" + name_ + "/logs/";
   EXPECT_TRUE(std::ifstream(logs + "bench-e2e-candidate-0.out").good());
   EXPECT_FALSE(std::ifstream(logs + "bench-e2e-candidate-0-run2.out").good());
   for (const v1::Progress& p : recorder_.progress) {
@@ -1184,8 +1182,8 @@ TEST_F(EvalTest, ACandidateThatFillsTheDiskFailsItsOwnEvaluation) {
   // worktrees are cleaned for the next candidate.
   Sh("sed -i '/^set -e/a head -c 16M /dev/zero > filler' " + repo_ + "/build.sh");
   Commit("a build that fills the disk");
-  const std::string ws = Tmp() + "/ws-" + name_, out = Tmp() + "/out-" + name_,
-                    log = Tmp() + "/log-" + name_;
+  const std::string ws = TestTmpDir() + "/ws-" + name_, out = TestTmpDir() + "/out-" + name_,
+                    log = TestTmpDir() + "/log-" + name_;
   Sh("mkdir -p " + ws);
   const std::string cli = Runfile("cli/densegate");
   const std::string script = absl::StrCat(
@@ -1251,7 +1249,7 @@ TEST_F(EvalTest, ATimedCheckWithAnIdenticalRunnerIsNotMeasured) {
 
 TEST_F(EvalTest, UnknownRefAndMissingOrInvalidManifestAreInputErrors) {
   EvaluatorOptions options;
-  options.workspace_root = Tmp() + "/ws-" + name_;
+  options.workspace_root = TestTmpDir() + "/ws-" + name_;
   Evaluator evaluator(options, launcher_.get());
   EvalRequest request;
   request.repo = repo_;
@@ -1283,15 +1281,8 @@ TEST_F(EvalTest, UnknownRefAndMissingOrInvalidManifestAreInputErrors) {
 
 #define REQUIRE_SANDBOX()                                                        \
   do {                                                                           \
-    if (!Sandboxed()) GTEST_SKIP() << CheckSandbox(SandboxOptions{});            \
+    if (!Sandboxed()) GTEST_SKIP() << platform::CheckSandbox(platform::SandboxOptions{});            \
   } while (0)
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // A build that forks without end is stopped at its user's process limit,
 // long before its timeout, and rejects the candidate as a fork bomb; none of
@@ -1309,9 +1300,9 @@ TEST_F(EvalTest, AForkBombIsStoppedAtItsLimitAndRejected) {
   EXPECT_LT(build->seconds(), 30) << build->summary();
   // Nothing of the candidate's user of slot 0 (EvaluatorOptions'
   // sandbox_uid + 1) is left.
-  const std::string left = Tmp() + "/left-" + name_;
+  const std::string left = TestTmpDir() + "/left-" + name_;
   Sh("pgrep -c -U 59001 > " + left + " || true");
-  EXPECT_EQ(Slurp(left), "0\n");
+  EXPECT_EQ(ReadFile(left), "0\n");
   Sh("git -C " + repo_ + " reset -q --hard HEAD~1");
   Commit("nothing");
   EvalOutcome next = Eval(v1::NO_REGRESSION);
@@ -1327,7 +1318,7 @@ TEST_F(EvalTest, CandidateBuildCannotReachTheBaselineTheNodeOrItsToken) {
   REQUIRE_SANDBOX();
   const std::string secret = "token-" + name_;
   setenv("DENSEGATE_TOKEN", secret.c_str(), 1);
-  const std::string ws = Tmp() + "/ws-" + name_;
+  const std::string ws = TestTmpDir() + "/ws-" + name_;
   Sh("mkdir -p " + ws + " && echo " + secret + " > " + ws + "/node-token");
   Write("build.sh", absl::StrFormat(R"sh(#!/bin/sh
 # The baseline was built first: slow its binary down, or replace its source.
@@ -1345,7 +1336,7 @@ g++ -O2 -std=c++17 -o check check.cc
   Commit("reach outside the arm");
   EvalOutcome o = Eval(v1::GAIN);
   unsetenv("DENSEGATE_TOKEN");
-  const std::string log = Slurp(Tmp() + "/out-" + name_ + "/logs/build-candidate.out");
+  const std::string log = ReadFile(TestTmpDir() + "/out-" + name_ + "/logs/build-candidate.out");
   EXPECT_THAT(log, Not(HasSubstr("TRICK"))) << log;
   EXPECT_THAT(log, Not(HasSubstr(secret)));
   EXPECT_NE(o.verdict.decision(), v1::ACCEPT) << Reasons(o.verdict);
@@ -1385,13 +1376,13 @@ g++ -O2 -std=c++17 -o check check.cc
   Eval(v1::NO_REGRESSION);
   // The evaluation cleans the worktrees: the build logs the digest.
   auto baseline_digest = [&] {
-    const std::string log = Slurp(Tmp() + "/out-" + name_ + "/logs/build-baseline.out");
+    const std::string log = ReadFile(TestTmpDir() + "/out-" + name_ + "/logs/build-baseline.out");
     size_t at = log.find("BENCH-DIGEST ");
     return at == std::string::npos ? std::string() : log.substr(at, 13 + 64);
   };
   const std::string built = baseline_digest();
   ASSERT_FALSE(built.empty());
-  EXPECT_THAT(Slurp(Tmp() + "/out-" + name_ + "/logs/build-candidate.out"),
+  EXPECT_THAT(ReadFile(TestTmpDir() + "/out-" + name_ + "/logs/build-candidate.out"),
               HasSubstr("CACHE-HIT"))
       << "the candidate reads what the baseline cached";
 
@@ -1404,7 +1395,7 @@ for entry in "$HOME/.cache/densegate/bench-$key" "$(readlink -f "$HOME/.cache/de
 done)sh" + cached_build);
   Commit("forge the cache entry of the baseline");
   Eval(v1::NO_REGRESSION);
-  const std::string log = Slurp(Tmp() + "/out-" + name_ + "/logs/build-candidate.out");
+  const std::string log = ReadFile(TestTmpDir() + "/out-" + name_ + "/logs/build-candidate.out");
   EXPECT_THAT(log, Not(HasSubstr("TRICK"))) << log;
 
   // Baselines build first: the next evaluation's baseline is the one the
@@ -1413,7 +1404,7 @@ done)sh" + cached_build);
   Commit("build through the cache again");
   Commit("the same sources again");
   Eval(v1::NO_REGRESSION);
-  EXPECT_THAT(Slurp(Tmp() + "/out-" + name_ + "/logs/build-baseline.out"), HasSubstr("CACHE-HIT"));
+  EXPECT_THAT(ReadFile(TestTmpDir() + "/out-" + name_ + "/logs/build-baseline.out"), HasSubstr("CACHE-HIT"));
   EXPECT_EQ(baseline_digest(), built) << "the baseline ran a binary its build did not make";
 }
 
@@ -1439,7 +1430,7 @@ g++ -O2 -std=c++17 -o check check.cc
       "ls \"$HOME\" | sed 's/^/HOME-HAS-/'");
   Commit("read notes");
   Eval(v1::NO_REGRESSION);
-  const std::string log = Slurp(Tmp() + "/out-" + name_ + "/logs/build-candidate.out");
+  const std::string log = ReadFile(TestTmpDir() + "/out-" + name_ + "/logs/build-candidate.out");
   EXPECT_THAT(log, Not(HasSubstr("SEEN-"))) << log;
   EXPECT_THAT(log, Not(HasSubstr("HOME-HAS-"))) << log;
 }
@@ -1454,7 +1445,7 @@ TEST_F(EvalTest, NothingEitherArmStartsOutlivesDensegateEval) {
   Commit("a build that leaves a process running");
   Sh("echo 'exit 1' >> " + repo_ + "/build.sh");
   Commit("and then fails");
-  const std::string ws = Tmp() + "/ws-" + name_, out = Tmp() + "/out-" + name_;
+  const std::string ws = TestTmpDir() + "/ws-" + name_, out = TestTmpDir() + "/out-" + name_;
   const std::string cli = Runfile("cli/densegate");
   // Users of their own, so that the fixture's evaluator (the same default
   // users) cannot be what is counted.
@@ -1464,22 +1455,23 @@ TEST_F(EvalTest, NothingEitherArmStartsOutlivesDensegateEval) {
                                           " --sandbox_uid 59300 --candidate_uid 59301 > ", out,
                                           ".log 2>&1")
                                  .c_str());
-  EXPECT_EQ(WEXITSTATUS(rc), 1) << Slurp(out + ".log");
+  EXPECT_EQ(WEXITSTATUS(rc), 1) << ReadFile(out + ".log");
   // Both arms did start it.
-  EXPECT_THAT(Slurp(out + "/logs/build-baseline.out"), HasSubstr("left: sleep 3141"));
-  EXPECT_THAT(Slurp(out + "/logs/build-candidate.out"), HasSubstr("left: sleep 3141"));
+  EXPECT_THAT(ReadFile(out + "/logs/build-baseline.out"), HasSubstr("left: sleep 3141"));
+  EXPECT_THAT(ReadFile(out + "/logs/build-candidate.out"), HasSubstr("left: sleep 3141"));
   // A PID namespace's processes are killed as its init dies, which the
   // kernel finishes a moment after the exit.
-  const std::string left = Tmp() + "/left-" + name_;
+  const std::string left = TestTmpDir() + "/left-" + name_;
   std::string count;
-  for (int i = 0; i < 100; ++i) {
-    // [1]: not this shell, whose own command line names the pattern.
-    Sh("pgrep -c -f 'sleep 314[1]' > " + left + " || true; pgrep -c -U 59300,59301 >> " + left +
-       " || true");
-    count = Slurp(left);
-    if (count == "0\n0\n") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  WaitFor(
+      [&] {
+        // [1]: not this shell, whose own command line names the pattern.
+        Sh("pgrep -c -f 'sleep 314[1]' > " + left + " || true; pgrep -c -U 59300,59301 >> " +
+           left + " || true");
+        count = ReadFile(left);
+        return count == "0\n0\n";
+      },
+      absl::Seconds(5));
   EXPECT_EQ(count, "0\n0\n") << "processes of the arms still running after densegate eval";
 }
 

@@ -34,20 +34,22 @@
 #include "results/store/testing/test_database.h"
 #include "results/verdict/testing/verdicts.h"
 #include "scheduler/tokens.h"
+#include "testing/test_util.h"
 
 extern char** environ;
 
 namespace densegate {
 namespace {
 
+using test::ReadFile;
+using test::Runfile;
+using test::Sh;
+using test::TestTmpDir;
+using test::WaitFor;
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-std::string Tmp() { return std::getenv("TEST_TMPDIR"); }
-std::string Runfile(const std::string& p) {
-  return absl::StrCat(std::getenv("TEST_SRCDIR"), "/densegate/", p);
-}
-void Sh(const std::string& cmd) { ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd; }
 
 // The tokens file (hashes only), and the tokens the tests present. Each node
 // the tests start has a token of its own ("node-token-NAME"); the simulated
@@ -113,7 +115,7 @@ class Child {
 class SchedulerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = Tmp() + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir_ = TestTmpDir() + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
     Sh("rm -rf " + dir_ + " && mkdir -p " + dir_);
     std::ofstream(dir_ + "/tokens") << TokensFile();
     repo_ = dir_ + "/repo";
@@ -150,9 +152,7 @@ class SchedulerTest : public ::testing::Test {
     argv.insert(argv.end(), extra.begin(), extra.end());
     server_ = std::make_unique<Child>(argv, dir_ + "/serve.log");
     // Wait for the port file (written once the server listens).
-    for (int i = 0; i < 600 && !std::ifstream(port_file).good(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+    WaitFor([&] { return std::ifstream(port_file).good(); }, absl::Seconds(30));
     int port = 0;
     std::ifstream(port_file) >> port >> http_port_;
     ASSERT_GT(port, 0) << "the server did not start; see " << dir_ << "/serve.log";
@@ -576,13 +576,14 @@ TEST_F(SchedulerTest, NothingANodesArmsStartOutlivesTheNode) {
   // Two lines: the sleeps left, and every process of the node's users.
   auto running = [&](const std::string& want) {
     std::string count;
-    for (int i = 0; i < 200 && !absl::StartsWith(count, want); ++i) {
-      if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      Sh("(pgrep -c -f 'sleep 314[2]' || true) > " + count_file +
-         "; (pgrep -c -U 59400,59401 || true) >> " + count_file);
-      std::ifstream in(count_file);
-      count.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
+    WaitFor(
+        [&] {
+          Sh("(pgrep -c -f 'sleep 314[2]' || true) > " + count_file +
+             "; (pgrep -c -U 59400,59401 || true) >> " + count_file);
+          count = ReadFile(count_file);
+          return absl::StartsWith(count, want);
+        },
+        absl::Seconds(10));
     return count;
   };
   // The baseline's sandbox keeps its own running while the node does; the
@@ -676,13 +677,16 @@ TEST_P(SchedulerOnEachStore, MergeQueueLandsOnlyWhatWasMeasuredAgainstTheTip) {
   const std::string fast = submit("ci-token-0001", "fast", v1::EXPERIMENT, v1::GAIN);
   auto node = StartNode("n1");
   auto merge_ended = [&](const std::string& id) {
-    for (int i = 0; i < 1200; ++i) {
-      v1::Evaluation e = Get(id);
-      if (e.merge().state() == v1::MERGED || e.merge().state() == v1::MERGE_FAILED) return e;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    v1::Evaluation e;
+    if (!WaitFor(
+            [&] {
+              e = Get(id);
+              return e.merge().state() == v1::MERGED || e.merge().state() == v1::MERGE_FAILED;
+            },
+            absl::Minutes(2), absl::Milliseconds(100))) {
+      ADD_FAILURE() << "the merge of " << id << " did not end";
     }
-    ADD_FAILURE() << "the merge of " << id << " did not end";
-    return Get(id);
+    return e;
   };
   auto rev = [&](const std::string& ref) {
     std::string out = dir_ + "/rev";
@@ -760,11 +764,13 @@ TEST_P(SchedulerOnEachStore, ActiveNodesCalibrateAgainPeriodically) {
   EXPECT_EQ(WaitDone(r.evaluation().id()).state(), v1::FINISHED);
   // The node's next request finds its calibration a period old: it
   // calibrates again before any further gate work.
-  int64_t n = MetricValue("densegate_calibrations_total");
-  for (int i = 0; i < 600 && n < 2; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    n = MetricValue("densegate_calibrations_total");
-  }
+  int64_t n = 0;
+  WaitFor(
+      [&] {
+        n = MetricValue("densegate_calibrations_total");
+        return n >= 2;
+      },
+      absl::Minutes(1), absl::Milliseconds(100));
   EXPECT_GE(n, 2) << Metrics();
 }
 
@@ -1479,11 +1485,14 @@ TEST_P(SchedulerOnEachStore, NodeTokensActOnlyAsTheirNodeAndTheSchedulerDecides)
   // a restart (the server looks at the file at most once a second).
   Sh(Runfile("cli/densegate") + " token revoke honest --tokens " + dir_ + "/tokens 2>/dev/null");
   grpc::StatusCode code = grpc::StatusCode::OK;
-  for (int i = 0; i < 100 && code != grpc::StatusCode::UNAUTHENTICATED; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    code = AsNode([&](grpc::ClientContext* c) { return nodes->Synchronize(c, sync, &work); },
-                  honest).error_code();
-  }
+  WaitFor(
+      [&] {
+        code = AsNode([&](grpc::ClientContext* c) { return nodes->Synchronize(c, sync, &work); },
+                      honest)
+                   .error_code();
+        return code == grpc::StatusCode::UNAUTHENTICATED;
+      },
+      absl::Seconds(5));
   EXPECT_EQ(code, grpc::StatusCode::UNAUTHENTICATED);
 }
 

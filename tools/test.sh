@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The whole test suite: every test, then the ASan+UBSan configuration, the
-# store and harness under TSan, then a shortened demo. Installs what it needs
-# first when missing, and ends with a line "tests: N passed, N failed"
-# counting all four.
+# The whole test suite: every test and the build's layering, then the
+# ASan+UBSan configuration, the store, harness and platform under TSan, then
+# a shortened demo. Installs what it needs first when missing, and ends with
+# a line "tests: N passed, N failed" counting all of them.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -36,11 +36,20 @@ run() {
 }
 
 run //...
+# The build graph against the README's layers: one more test.
+if layers="$(tools/check_layers.py README.md 2>&1)"; then
+  echo "$layers" >&2
+  echo "//:layers PASSED" | tee -a "$log"
+else
+  echo "$layers" >&2
+  echo "//:layers FAILED" | tee -a "$log"
+  status=1
+fi
 run --config=asan //...
 # ThreadSanitizer where it can see the locks: the store (SQLite group commit,
 # the PostgreSQL connection pool, concurrent claims) and the harness. The
 # scheduler and node talk gRPC, whose Debian build TSan cannot see into.
-run --config=tsan //results/store/... //harness/...
+run --config=tsan //results/store/... //harness/... //platform/...
 
 # The main job end to end, shortened: `densegate demo --quick` (scheduler,
 # two pinned nodes, the seven candidates of examples/), then its report in

@@ -12,7 +12,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "proto/manifest.h"
+#include "manifest/manifest.h"
 
 namespace densegate::harness {
 namespace {

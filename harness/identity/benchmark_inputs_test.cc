@@ -6,19 +6,17 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/test_util.h"
 
 namespace densegate::harness {
 namespace {
+
+using test::WriteFile;
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 const std::string kProgram = "\x7f" + std::string("ELF the program");
-
-void Write(const fs::path& path, const std::string& text) {
-  fs::create_directories(path.parent_path());
-  std::ofstream(path, std::ios::binary) << text;
-}
 
 // Two checkouts laid out as Bazel leaves them: bazel-bin is a link into an
 // output base outside the checkout, and the runfiles tree links back to the
@@ -26,20 +24,20 @@ void Write(const fs::path& path, const std::string& text) {
 class BenchmarkInputsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::path(std::getenv("TEST_TMPDIR")) /
+    root_ = fs::path(test::TestTmpDir()) /
             ::testing::UnitTest::GetInstance()->current_test_info()->name();
     fs::remove_all(root_);
     for (const char* arm : {"baseline", "candidate"}) {
       const fs::path checkout = root_ / arm, out = root_ / (std::string(arm) + "-out");
-      Write(out / "bin/bench", kProgram);
-      Write(checkout / "configs/bench.json", R"({"layers": 4})");
-      Write(checkout / "kernels/kda.h", "// the kernel");
+      WriteFile(out / "bin/bench", kProgram);
+      WriteFile(checkout / "configs/bench.json", R"({"layers": 4})");
+      WriteFile(checkout / "kernels/kda.h", "// the kernel");
       fs::create_directories(out / "bin/bench.runfiles/ws/configs");
       fs::create_directory_symlink(out / "bin", checkout / "bazel-bin");
       fs::create_symlink(checkout / "configs/bench.json",
                          out / "bin/bench.runfiles/ws/configs/bench.json");
       // Names this checkout's absolute paths: differs between arms.
-      Write(out / "bin/bench.runfiles/MANIFEST", "ws/configs/bench.json " + checkout.string());
+      WriteFile(out / "bin/bench.runfiles/MANIFEST", "ws/configs/bench.json " + checkout.string());
     }
     spec_.set_command("bazel-bin/bench --benchmark_filter='BM_x/1$' --n=2");
     spec_.mutable_skip_when_identical()->set_value(true);
@@ -65,41 +63,41 @@ TEST_F(BenchmarkInputsTest, SameExecutableAndRunfilesAreIdentical) {
 }
 
 TEST_F(BenchmarkInputsTest, ASourceChangeTheBenchmarkDoesNotReadIsIdentical) {
-  Write(root_ / "candidate/kernels/kda.h", "// the kernel, reworded");
+  WriteFile(root_ / "candidate/kernels/kda.h", "// the kernel, reworded");
   EXPECT_TRUE(Compare().identical);
 }
 
 TEST_F(BenchmarkInputsTest, ADifferentExecutableIsNot) {
-  Write(root_ / "candidate-out/bin/bench", kProgram + ", faster");
+  WriteFile(root_ / "candidate-out/bin/bench", kProgram + ", faster");
   InputComparison r = Compare();
   EXPECT_FALSE(r.identical);
   EXPECT_EQ(r.difference, "bazel-bin/bench: contents differ");
 }
 
 TEST_F(BenchmarkInputsTest, SameSizeDifferentBytesIsNot) {
-  Write(root_ / "candidate-out/bin/bench", "\x7f" + std::string("ELF the Program"));
+  WriteFile(root_ / "candidate-out/bin/bench", "\x7f" + std::string("ELF the Program"));
   EXPECT_FALSE(Compare().identical);
 }
 
 TEST_F(BenchmarkInputsTest, AChangedRunfileIsNot) {
-  Write(root_ / "candidate/configs/bench.json", R"({"layers": 8})");
+  WriteFile(root_ / "candidate/configs/bench.json", R"({"layers": 8})");
   InputComparison r = Compare();
   EXPECT_FALSE(r.identical);
   EXPECT_EQ(r.difference, "bazel-bin/bench.runfiles/ws/configs/bench.json: contents differ");
 }
 
 TEST_F(BenchmarkInputsTest, ARunfileOnlyOneArmHasIsNot) {
-  Write(root_ / "candidate-out/bin/bench.runfiles/ws/extra.so", "lib");
+  WriteFile(root_ / "candidate-out/bin/bench.runfiles/ws/extra.so", "lib");
   InputComparison r = Compare();
   EXPECT_FALSE(r.identical);
   EXPECT_EQ(r.difference, "bazel-bin/bench.runfiles/ws/extra.so: only in the candidate");
   fs::remove(root_ / "candidate-out/bin/bench.runfiles/ws/extra.so");
-  Write(root_ / "baseline-out/bin/bench.runfiles/ws/extra.so", "lib");
+  WriteFile(root_ / "baseline-out/bin/bench.runfiles/ws/extra.so", "lib");
   EXPECT_EQ(Compare().difference, "bazel-bin/bench.runfiles/ws/extra.so: only in the baseline");
 }
 
 TEST_F(BenchmarkInputsTest, DeclaredReadsAreCompared) {
-  Write(root_ / "candidate/kernels/kda.h", "// the kernel, reworded");
+  WriteFile(root_ / "candidate/kernels/kda.h", "// the kernel, reworded");
   spec_.add_reads("kernels");
   InputComparison r = Compare();
   EXPECT_FALSE(r.identical);
@@ -109,7 +107,7 @@ TEST_F(BenchmarkInputsTest, DeclaredReadsAreCompared) {
 TEST_F(BenchmarkInputsTest, AReadPathMissingInBothArmsIsIdentical) {
   spec_.add_reads("data/absent.bin");
   EXPECT_TRUE(Compare().identical);
-  Write(root_ / "baseline/data/absent.bin", "x");
+  WriteFile(root_ / "baseline/data/absent.bin", "x");
   EXPECT_EQ(Compare().difference, "data/absent.bin: only in the baseline");
 }
 
@@ -147,14 +145,14 @@ TEST_F(BenchmarkInputsTest, DigestsAreEqualExactlyWhenTheInputsAre) {
   v1::BenchmarkSpec other = spec_;
   other.set_command("bazel-bin/bench --benchmark_filter='BM_x/8$' --n=2");
   EXPECT_NE(*BenchmarkInputsDigest(other, (root_ / "baseline").string()), *baseline);
-  Write(root_ / "candidate/configs/bench.json", R"({"layers": 8})");
+  WriteFile(root_ / "candidate/configs/bench.json", R"({"layers": 8})");
   absl::StatusOr<std::string> changed =
       BenchmarkInputsDigest(spec_, (root_ / "candidate").string());
   ASSERT_TRUE(changed.ok());
   EXPECT_NE(*changed, *baseline);
   // A file moved from one input to another is a different list.
-  Write(root_ / "candidate/configs/bench.json", R"({"layers": 4})");
-  Write(root_ / "candidate-out/bin/bench.runfiles/ws/empty", "");
+  WriteFile(root_ / "candidate/configs/bench.json", R"({"layers": 4})");
+  WriteFile(root_ / "candidate-out/bin/bench.runfiles/ws/empty", "");
   EXPECT_NE(*BenchmarkInputsDigest(spec_, (root_ / "candidate").string()), *baseline);
   fs::remove(root_ / "candidate-out/bin/bench");
   EXPECT_EQ(BenchmarkInputsDigest(spec_, (root_ / "candidate").string()).status().code(),

@@ -38,8 +38,9 @@
 #include "harness/parse/benchmark_output.h"
 #include "harness/runner/kernel_check.h"
 #include "harness/runner/precision_suite.h"
+#include "harness/workspace/git_tree.h"
 #include "harness/workspace/workspace.h"
-#include "proto/manifest.h"
+#include "manifest/manifest.h"
 #include "results/gate/gate.h"
 #include "results/stats/paired.h"
 #include "results/verdict/verdict.h"
@@ -138,7 +139,7 @@ inline void Skip(v1::StageKind kind, const char* why, EvalListener* listener,
 
 class Evaluation {
  public:
-  Evaluation(const EvaluatorOptions& options, ProcessLauncher* launcher,
+  Evaluation(const EvaluatorOptions& options, platform::ProcessLauncher* launcher,
              const EvalRequest& request, EvalListener* listener)
       : options_(options), launcher_(launcher), git_(launcher), request_(request),
         listener_(listener) {}
@@ -152,15 +153,15 @@ class Evaluation {
 
   // Runs a shell command in an arm's worktree and sandbox; its output goes
   // to logs/<name>.{out,err}.
-  absl::StatusOr<ProcessResult> Shell(const std::string& command, bool candidate,
+  absl::StatusOr<platform::ProcessResult> Shell(const std::string& command, bool candidate,
                                       const std::string& name, int timeout_s,
-                                      Confinement confinement);
+                                      platform::Confinement confinement);
   // An arm's sandbox. kBuild: the arm's shared one (builds and tests; its
   // worktree, home and caches writable). kMeasure: a fresh one of the
   // process's own that sees the arm's worktree and caches read-only, so a
   // runner or benchmark can keep nothing (hidden inputs included) for later.
   enum class Access { kBuild, kMeasure };
-  Confinement ArmSandbox(bool candidate, Access access) const;
+  platform::Confinement ArmSandbox(bool candidate, Access access) const;
   // A progress line of `stage` for whoever listens.
   void Say(v1::StageKind stage, const std::string& message) const {
     if (listener_ == nullptr) return;
@@ -281,7 +282,7 @@ class Evaluation {
   std::vector<double> MeasuredValues(const v1::BenchmarkSpec& b, bool candidate,
                                      const std::string& arm, int pair, int run,
                                      const std::string& pair_seed, const std::string& name,
-                                     const ProcessResult& r, StageRun* stage);
+                                     const platform::ProcessResult& r, StageRun* stage);
   // Records what one arm of benchmark `b` generated in run `run` of pair
   // `pair`; once both arms' same run has, compares them (OutputCheck) and
   // returns why the candidate's are not acceptable, or nullopt.
@@ -330,8 +331,8 @@ class Evaluation {
   std::string Traces();
 
   const EvaluatorOptions& options_;
-  ProcessLauncher* launcher_;
-  Git git_;
+  platform::ProcessLauncher* launcher_;
+  platform::Git git_;
   const EvalRequest& request_;
   EvalListener* listener_;
 

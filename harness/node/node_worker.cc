@@ -141,7 +141,7 @@ double MeasureCalibrationNoise(int runs) {
   return 1.4826 * dev[dev.size() / 2] / median;
 }
 
-NodeWorker::NodeWorker(NodeWorkerOptions options, ProcessLauncher* launcher)
+NodeWorker::NodeWorker(NodeWorkerOptions options, platform::ProcessLauncher* launcher)
     : options_(std::move(options)),
       launcher_(launcher),
       precision_baselines_(options_.precision_cache_bytes) {

@@ -28,7 +28,7 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
 #include "harness/process/host_lock.h"
-#include "harness/process/launcher.h"
+#include "platform/process/launcher.h"
 #include "harness/runner/precision_baseline_cache.h"
 #include "proto/densegate.grpc.pb.h"
 
@@ -72,7 +72,7 @@ double MeasureCalibrationNoise(int runs);
 class NodeWorker {
  public:
   // `launcher` is not owned.
-  NodeWorker(NodeWorkerOptions options, ProcessLauncher* launcher);
+  NodeWorker(NodeWorkerOptions options, platform::ProcessLauncher* launcher);
   ~NodeWorker();
 
   // Returns when stopped, after max_jobs, or on an error talking to the
@@ -88,7 +88,7 @@ class NodeWorker {
   void Attach(grpc::ClientContext* ctx) const;
 
   NodeWorkerOptions options_;
-  ProcessLauncher* launcher_;
+  platform::ProcessLauncher* launcher_;
   std::unique_ptr<v1::NodeService::Stub> stub_;
   std::string node_id_;
   int heartbeat_interval_s_ = 10;

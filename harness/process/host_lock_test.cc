@@ -4,15 +4,18 @@
 #include <future>
 
 #include "gtest/gtest.h"
+#include "testing/test_util.h"
 
 namespace densegate::harness {
 namespace {
+
+using test::TestTmpDir;
 
 using Mode = HostLock::Mode;
 
 std::unique_ptr<HostLock> Open() {
   absl::StatusOr<std::unique_ptr<HostLock>> lock =
-      HostLock::Open(std::string(std::getenv("TEST_TMPDIR")) + "/host.lock");
+      HostLock::Open(TestTmpDir() + "/host.lock");
   EXPECT_TRUE(lock.ok()) << lock.status();
   return lock.ok() ? *std::move(lock) : nullptr;
 }

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "harness/process/launcher.h"
+#include "platform/process/launcher.h"
 #include "proto/densegate.pb.h"
 
 namespace densegate::harness {
@@ -40,14 +40,14 @@ struct KernelCheckReport {
 };
 
 struct KernelCheckSetup {
-  ProcessLauncher* launcher = nullptr;
+  platform::ProcessLauncher* launcher = nullptr;
   // Worktree whose runner computes the reference (always the baseline).
   std::string reference_dir;
   // Worktree whose runner is checked and timed.
   std::string subject_dir;
   // The sandboxes each runner runs in (unset: none).
-  std::optional<Confinement> reference_confinement;
-  std::optional<Confinement> subject_confinement;
+  std::optional<platform::Confinement> reference_confinement;
+  std::optional<platform::Confinement> subject_confinement;
   // Runner stderr goes to <log_prefix>-{reference,subject}.err.
   std::string log_prefix;
   std::vector<int> cpus;

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/process/launcher.h"
+#include "platform/process/launcher.h"
 #include "nlohmann/json.hpp"
 #include "proto/densegate.pb.h"
 
@@ -45,12 +45,12 @@ struct PrecisionReport {
 class PrecisionBaselineCache;
 
 struct PrecisionSetup {
-  ProcessLauncher* launcher = nullptr;
+  platform::ProcessLauncher* launcher = nullptr;
   std::string baseline_dir;
   std::string candidate_dir;
   // The sandboxes each arm's runner runs in (unset: none).
-  std::optional<Confinement> baseline_confinement;
-  std::optional<Confinement> candidate_confinement;
+  std::optional<platform::Confinement> baseline_confinement;
+  std::optional<platform::Confinement> candidate_confinement;
   std::string log_prefix;
   std::vector<int> cpus;
   uint64_t salt = 0;

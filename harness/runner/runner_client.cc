@@ -66,13 +66,13 @@ absl::StatusOr<RunnerLayout> LayoutFromDescription(const std::string& op,
 }
 
 absl::StatusOr<std::unique_ptr<RunnerClient>> RunnerClient::Start(
-    ProcessLauncher* launcher, const std::string& dir, const std::string& binary,
+    platform::ProcessLauncher* launcher, const std::string& dir, const std::string& binary,
     const std::string& log_path, const std::vector<int>& cpus, absl::Duration timeout,
-    const std::optional<Confinement>& confinement) {
+    const std::optional<platform::Confinement>& confinement) {
   std::unique_ptr<RunnerClient> c(new RunnerClient);
   c->memfd_ = memfd_create("densegate-runner", MFD_CLOEXEC);
   if (c->memfd_ < 0) return absl::InternalError("memfd_create failed");
-  ProcessSpec spec;
+  platform::ProcessSpec spec;
   spec.argv = {binary.empty() || binary[0] == '/' ? binary : dir + "/" + binary};
   spec.working_dir = dir;
   spec.stderr_path = log_path;
@@ -81,7 +81,7 @@ absl::StatusOr<std::unique_ptr<RunnerClient>> RunnerClient::Start(
   spec.inherit_fds = {{kSharedMemoryFd, c->memfd_}};
   spec.confinement = confinement;
   c->log_path_ = log_path;
-  absl::StatusOr<std::unique_ptr<RunningProcess>> p = launcher->Start(spec);
+  absl::StatusOr<std::unique_ptr<platform::RunningProcess>> p = launcher->Start(spec);
   if (!p.ok()) return p.status();
   c->process_ = std::move(*p);
   return c;
@@ -93,14 +93,14 @@ RunnerClient::~RunnerClient() {
   if (memfd_ >= 0) close(memfd_);
 }
 
-ProcessResult RunnerClient::Finish() {
-  ProcessResult r = process_->Finish(absl::Seconds(2));
+platform::ProcessResult RunnerClient::Finish() {
+  platform::ProcessResult r = process_->Finish(absl::Seconds(2));
   return r;
 }
 
 absl::StatusOr<nlohmann::json> RunnerClient::Call(const nlohmann::json& request,
                                                   absl::Duration timeout) {
-  if (!WriteAll(process_->stdin_fd(), request.dump() + "\n")) {
+  if (!platform::WriteAll(process_->stdin_fd(), request.dump() + "\n")) {
     return absl::AbortedError("the runner is gone (its stdin is closed); stderr: " + log_path_);
   }
   const absl::Time deadline = absl::Now() + timeout;
@@ -120,7 +120,7 @@ absl::StatusOr<nlohmann::json> RunnerClient::Call(const nlohmann::json& request,
     ssize_t n = read(process_->stdout_fd(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      ProcessResult result = process_->Finish(absl::ZeroDuration());
+      platform::ProcessResult result = process_->Finish(absl::ZeroDuration());
       return absl::AbortedError("the runner exited mid-call (" + result.Describe() +
                                 "); stderr: " + log_path_);
     }

@@ -15,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "harness/process/launcher.h"
+#include "platform/process/launcher.h"
 #include "nlohmann/json.hpp"
 
 namespace densegate::harness {
@@ -53,9 +53,9 @@ class RunnerClient {
   // `launcher`, in `confinement`'s sandbox when set. `log_path` receives its
   // stderr.
   static absl::StatusOr<std::unique_ptr<RunnerClient>> Start(
-      ProcessLauncher* launcher, const std::string& dir, const std::string& binary,
+      platform::ProcessLauncher* launcher, const std::string& dir, const std::string& binary,
       const std::string& log_path, const std::vector<int>& cpus,
-      absl::Duration timeout, const std::optional<Confinement>& confinement);
+      absl::Duration timeout, const std::optional<platform::Confinement>& confinement);
   ~RunnerClient();
 
   absl::StatusOr<RunnerLayout> Describe(const std::string& op, const nlohmann::json& shape,
@@ -77,13 +77,13 @@ class RunnerClient {
   // CPU seconds the runner process has used so far (all threads).
   absl::StatusOr<double> CpuSeconds() const { return process_->CpuSeconds(); }
   // Closes stdin and reaps it.
-  ProcessResult Finish();
+  platform::ProcessResult Finish();
 
  private:
   RunnerClient() = default;
   absl::StatusOr<nlohmann::json> Call(const nlohmann::json& request, absl::Duration timeout);
 
-  std::unique_ptr<RunningProcess> process_;
+  std::unique_ptr<platform::RunningProcess> process_;
   int memfd_ = -1;
   char* base_ = nullptr;
   int64_t size_ = 0;

@@ -9,9 +9,9 @@ namespace densegate::harness::internal {
 std::vector<double> Evaluation::MeasuredValues(const v1::BenchmarkSpec& b, bool candidate,
                                                const std::string& arm, int pair, int run,
                                                const std::string& pair_seed,
-                                               const std::string& name, const ProcessResult& r,
+                                               const std::string& name, const platform::ProcessResult& r,
                                                StageRun* stage) {
-  std::string out = ReadOutputFile(LogPath(name + ".out"));
+  std::string out = platform::ReadOutputFile(LogPath(name + ".out"));
   auto fail = [&](v1::ReasonCode code, std::string message) {
     message = absl::StrFormat("%s benchmark %s (%s, pair %d): %s", arm, b.name(),
                               b.command(), pair, message);
@@ -26,7 +26,7 @@ std::vector<double> Evaluation::MeasuredValues(const v1::BenchmarkSpec& b, bool 
   if (!r.ok()) {
     fail(v1::CORRECTNESS_FAILED,
          absl::StrCat(r.Describe(), "\n",
-                      LastLines(ReadOutputFile(LogPath(name + ".err")), 6)));
+                      LastLines(platform::ReadOutputFile(LogPath(name + ".err")), 6)));
     return {};
   }
   std::vector<double> values;

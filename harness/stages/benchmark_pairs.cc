@@ -89,7 +89,7 @@ absl::StatusOr<bool> Evaluation::MeasureBenchmark(const v1::BenchmarkSpec& b, in
         if (b.kind() == v1::GOOGLE_BENCHMARK) command += " --benchmark_format=json";
         std::string name = absl::StrFormat("bench-%s-%s-%d", b.name(), arm, pair);
         if (run > 0) absl::StrAppend(&name, "-run", run + 1);
-        absl::StatusOr<ProcessResult> r = Shell(command, candidate, name, b.timeout_s(),
+        absl::StatusOr<platform::ProcessResult> r = Shell(command, candidate, name, b.timeout_s(),
                                                 ArmSandbox(candidate, Access::kMeasure));
         if (!r.ok()) return r.status();
         wall_seconds[candidate] += r->wall_seconds;

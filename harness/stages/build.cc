@@ -17,11 +17,11 @@ absl::StatusOr<bool> Evaluation::Build() {
       }
     }
     Say(v1::BUILD, "building " + arm);
-    absl::StatusOr<ProcessResult> r = Shell(build.command(), candidate, "build-" + arm,
+    absl::StatusOr<platform::ProcessResult> r = Shell(build.command(), candidate, "build-" + arm,
                                             build.timeout_s(), ArmSandbox(candidate, Access::kBuild));
     if (!r.ok()) return r.status();
     if (!r->ok()) {
-      std::string tail = LastLines(ReadOutputFile(LogPath("build-" + arm + ".err")), 8);
+      std::string tail = LastLines(platform::ReadOutputFile(LogPath("build-" + arm + ".err")), 8);
       std::string message = absl::StrFormat("%s build %s: %s\n%s", arm, r->Describe(),
                                             build.command(), tail);
       if (!candidate) {

@@ -85,7 +85,7 @@ absl::StatusOr<bool> Evaluation::Correctness() {
   std::vector<std::string> baseline_failing;
   for (const v1::CorrectnessSuite& suite : failed.empty() ? manifest_.correctness() : kNone) {
     Say(v1::CORRECTNESS, absl::StrFormat("suite %s on the baseline", suite.name()));
-    absl::StatusOr<ProcessResult> r =
+    absl::StatusOr<platform::ProcessResult> r =
         Shell(suite.command(), false, "correctness-baseline-" + suite.name(), suite.timeout_s(),
               ArmSandbox(false, Access::kBuild));
     if (!r.ok()) return r.status();
@@ -98,13 +98,13 @@ absl::StatusOr<bool> Evaluation::Correctness() {
   for (const v1::CorrectnessSuite& suite : failed.empty() ? manifest_.correctness() : kNone) {
     Say(v1::CORRECTNESS, absl::StrFormat("suite %s on the candidate", suite.name()));
     std::string name = "correctness-" + suite.name();
-    absl::StatusOr<ProcessResult> r = Shell(suite.command(), true, name, suite.timeout_s(),
+    absl::StatusOr<platform::ProcessResult> r = Shell(suite.command(), true, name, suite.timeout_s(),
                                             ArmSandbox(true, Access::kBuild));
     if (!r.ok()) return r.status();
     bool cases_failed = false;
     if (suite.results() == v1::JUNIT_XML || suite.results() == v1::BAZEL_TEST) {
       for (const std::string& file : ResultFiles(suite, checkout_.candidate_dir)) {
-        absl::StatusOr<std::vector<v1::TestCaseResult>> cases = ParseJUnitXml(ReadOutputFile(file));
+        absl::StatusOr<std::vector<v1::TestCaseResult>> cases = ParseJUnitXml(platform::ReadOutputFile(file));
         if (!cases.ok()) continue;
         for (v1::TestCaseResult& c : *cases) {
           if (c.passed()) {
@@ -120,7 +120,7 @@ absl::StatusOr<bool> Evaluation::Correctness() {
     }
     if (!r->ok() && !cases_failed) {
       failed.push_back(absl::StrFormat("suite %s: %s\n%s", suite.name(), r->Describe(),
-                                       LastLines(ReadOutputFile(LogPath(name + ".err")), 8)));
+                                       LastLines(platform::ReadOutputFile(LogPath(name + ".err")), 8)));
     } else if (r->ok() && suite.results() == v1::EXIT_CODE) {
       ++passed;
     }

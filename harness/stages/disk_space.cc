@@ -14,7 +14,7 @@ absl::Status Evaluation::CheckDiskSpace(bool after_failure) const {
   } else if (after_failure) {
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(log_dir_, ec)) {
-      if (ReadOutputFile(entry.path().string()).find("No space left on device") !=
+      if (platform::ReadOutputFile(entry.path().string()).find("No space left on device") !=
           std::string::npos) {
         evidence = absl::StrFormat("%s reports \"No space left on device\"",
                                    entry.path().filename().string());

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "harness/workspace/git.h"
+#include "platform/git/git.h"
 
 namespace densegate::harness {
 
@@ -64,7 +64,7 @@ struct Checkout {
 class Workspace {
  public:
   // `root` is created if missing. `git` is not owned.
-  Workspace(std::string root, int slot, const Git* git, ArmUsers users = {})
+  Workspace(std::string root, int slot, const platform::Git* git, ArmUsers users = {})
       : root_(std::move(root)), slot_(slot), git_(git), users_(users) {}
 
   // Fetches both commits and checks them out, clean. Local repositories
@@ -105,7 +105,7 @@ class Workspace {
 
   std::string root_;
   int slot_;
-  const Git* git_;
+  const platform::Git* git_;
   ArmUsers users_;
 };
 

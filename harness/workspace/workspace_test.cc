@@ -10,33 +10,26 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "harness/workspace/git_tree.h"
+#include "testing/test_util.h"
 
 namespace densegate::harness {
 namespace {
 
+using test::ReadFile;
+using test::Sh;
+using test::TestTmpDir;
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
-
-std::string Tmp() { return std::getenv("TEST_TMPDIR"); }
-
-void Sh(const std::string& cmd) {
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // A repository with two commits: v1 (baseline) and v2 (candidate) which
 // edits kernel.cc, adds tests/new_test.cc and renames old.txt.
 class WorkspaceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    repo_ = Tmp() + "/repo-" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    repo_ = TestTmpDir() + "/repo-" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::string git = "git -c user.name=t -c user.email=t@t -C " + repo_;
     Sh("rm -rf " + repo_ + " && mkdir -p " + repo_ + "/tests && git init -q " + repo_);
     Sh("echo v1 > " + repo_ + "/kernel.cc && echo x > " + repo_ + "/old.txt && echo t > " +
@@ -47,9 +40,9 @@ class WorkspaceTest : public ::testing::Test {
     Sh(git + " add -A && " + git + " commit -q -m v2");
   }
 
-  std::unique_ptr<ProcessLauncher> launcher_ =
-      NewSandboxLauncher(SandboxOptions{.scratch_root = Tmp()});
-  Git git_{launcher_.get()};
+  std::unique_ptr<platform::ProcessLauncher> launcher_ =
+      platform::NewSandboxLauncher(platform::SandboxOptions{.scratch_root = TestTmpDir()});
+  platform::Git git_{launcher_.get()};
   std::string repo_;
 };
 
@@ -95,27 +88,27 @@ TEST(IsUnderPathTest, MatchesFilesAndDirectoriesOnly) {
 }
 
 TEST_F(WorkspaceTest, PreparesCleanWorktreesAndReusesThem) {
-  Workspace ws(Tmp() + "/ws", 0, &git_);
+  Workspace ws(TestTmpDir() + "/ws", 0, &git_);
   auto c = ws.Prepare(repo_, "HEAD~1", "HEAD");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(Slurp(c->baseline_dir + "/kernel.cc"), "v1\n");
-  EXPECT_EQ(Slurp(c->candidate_dir + "/kernel.cc"), "v2\n");
+  EXPECT_EQ(ReadFile(c->baseline_dir + "/kernel.cc"), "v1\n");
+  EXPECT_EQ(ReadFile(c->candidate_dir + "/kernel.cc"), "v2\n");
   // A run leaves junk behind; Clean removes it, Prepare reuses the paths.
   Sh("echo junk > " + c->candidate_dir + "/build.out && echo edit > " + c->candidate_dir +
      "/kernel.cc");
   ASSERT_TRUE(ws.Clean(*c).ok());
   EXPECT_NE(access((c->candidate_dir + "/build.out").c_str(), F_OK), 0);
-  EXPECT_EQ(Slurp(c->candidate_dir + "/kernel.cc"), "v2\n");
+  EXPECT_EQ(ReadFile(c->candidate_dir + "/kernel.cc"), "v2\n");
   auto again = ws.Prepare(repo_, "v1", "v1");
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->candidate_dir, c->candidate_dir);
-  EXPECT_EQ(Slurp(again->candidate_dir + "/kernel.cc"), "v1\n");
+  EXPECT_EQ(ReadFile(again->candidate_dir + "/kernel.cc"), "v1\n");
 }
 
 // Each arm's HOME starts empty but for .cache, which persists; only the
 // baseline's build cache is the node's trusted one.
 TEST_F(WorkspaceTest, ArmsGetFreshHomesAndOnlyTheBaselineWritesTheTrustedCache) {
-  const std::string root = Tmp() + "/ws-arms";
+  const std::string root = TestTmpDir() + "/ws-arms";
   const std::string trusted = Workspace::TrustedCache(root);
   Workspace ws(root, 0, &git_);
   auto c = ws.Prepare(repo_, "HEAD~1", "HEAD");
@@ -140,7 +133,7 @@ TEST_F(WorkspaceTest, ArmsGetFreshHomesAndOnlyTheBaselineWritesTheTrustedCache) 
     EXPECT_NE(access((area->home + "/note").c_str(), F_OK), 0);
   }
   // The baseline's build state persists; nothing the candidate left does.
-  EXPECT_EQ(Slurp(again->baseline.home + "/.cache/state"), "kept\n");
+  EXPECT_EQ(ReadFile(again->baseline.home + "/.cache/state"), "kept\n");
   EXPECT_NE(access((again->candidate.home + "/.cache/state").c_str(), F_OK), 0);
   // Both see the trusted cache at .cache/densegate; only the baseline may
   // write it, the candidate reads it.
@@ -152,7 +145,7 @@ TEST_F(WorkspaceTest, ArmsGetFreshHomesAndOnlyTheBaselineWritesTheTrustedCache) 
   EXPECT_THAT(again->baseline.writable, testing::Contains(trusted));
   EXPECT_THAT(again->candidate.writable, testing::Not(testing::Contains(trusted)));
   EXPECT_THAT(again->candidate.read_only, testing::ElementsAre(trusted));
-  EXPECT_THAT(Slurp(again->candidate.home + "/.bazelrc"),
+  EXPECT_THAT(ReadFile(again->candidate.home + "/.bazelrc"),
               HasSubstr("--noremote_upload_local_results"));
 }
 
@@ -161,14 +154,14 @@ TEST_F(WorkspaceTest, ArmsGetFreshHomesAndOnlyTheBaselineWritesTheTrustedCache) 
 // and what the candidate wrote there is gone at the next Prepare.
 TEST_F(WorkspaceTest, TheCandidatesOutputBaseStartsAsACopyOfTheBaselines) {
   const bool root = geteuid() == 0;
-  Workspace ws(Tmp() + "/ws-seed", 0, &git_,
+  Workspace ws(TestTmpDir() + "/ws-seed", 0, &git_,
                root ? ArmUsers{.baseline = 59013, .candidate = 59014} : ArmUsers{});
   auto c = ws.Prepare(repo_, "HEAD~1", "HEAD");
   ASSERT_TRUE(c.ok()) << c.status();
   const std::string base = c->baseline.cache + "/bazel-output-base";
   const std::string cand = c->candidate.cache + "/bazel-output-base";
-  EXPECT_THAT(Slurp(c->baseline.home + "/.bazelrc"), HasSubstr("startup --output_base=" + base));
-  EXPECT_THAT(Slurp(c->candidate.home + "/.bazelrc"), HasSubstr("startup --output_base=" + cand));
+  EXPECT_THAT(ReadFile(c->baseline.home + "/.bazelrc"), HasSubstr("startup --output_base=" + base));
+  EXPECT_THAT(ReadFile(c->candidate.home + "/.bazelrc"), HasSubstr("startup --output_base=" + cand));
   ASSERT_TRUE(ws.SeedCandidate(*c).ok());
   EXPECT_NE(access(cand.c_str(), F_OK), 0) << "no baseline build yet: nothing to copy";
   // What a baseline build leaves: outputs, a link, its server's state.
@@ -179,7 +172,7 @@ TEST_F(WorkspaceTest, TheCandidatesOutputBaseStartsAsACopyOfTheBaselines) {
   auto again = ws.Prepare(repo_, "HEAD~1", "HEAD");
   ASSERT_TRUE(again.ok()) << again.status();
   ASSERT_TRUE(ws.SeedCandidate(*again).ok());
-  EXPECT_EQ(Slurp(cand + "/execroot/ws/bazel-out/bin"), "out\n");
+  EXPECT_EQ(ReadFile(cand + "/execroot/ws/bazel-out/bin"), "out\n");
   struct stat st;
   ASSERT_EQ(lstat((cand + "/execroot/ws/bazel-out/bin").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0555u);
@@ -202,25 +195,25 @@ TEST_F(WorkspaceTest, TheCandidatesOutputBaseStartsAsACopyOfTheBaselines) {
 // A candidate may rewrite its worktree's .git to point the node's git at
 // another repository; the reset must ignore it and restore the real one.
 TEST_F(WorkspaceTest, ResetIgnoresAWorktreeGitFileTheCandidateRewrote) {
-  Workspace ws(Tmp() + "/ws-git", 0, &git_);
+  Workspace ws(TestTmpDir() + "/ws-git", 0, &git_);
   auto c = ws.Prepare(repo_, "HEAD~1", "HEAD");
   ASSERT_TRUE(c.ok()) << c.status();
-  const std::string decoy = Tmp() + "/decoy";
+  const std::string decoy = TestTmpDir() + "/decoy";
   Sh("rm -rf " + decoy + " && git init -q " + decoy);
   Sh("echo 'gitdir: " + decoy + "/.git' > " + c->candidate_dir + "/.git && echo edit > " +
      c->candidate_dir + "/kernel.cc");
   ASSERT_TRUE(ws.Clean(*c).ok());
-  EXPECT_EQ(Slurp(c->candidate_dir + "/kernel.cc"), "v2\n");
+  EXPECT_EQ(ReadFile(c->candidate_dir + "/kernel.cc"), "v2\n");
   auto again = ws.Prepare(repo_, "v1", "v1");
   ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_EQ(Slurp(again->candidate_dir + "/kernel.cc"), "v1\n");
-  EXPECT_THAT(Slurp(again->candidate_dir + "/.git"), HasSubstr(again->mirror));
+  EXPECT_EQ(ReadFile(again->candidate_dir + "/kernel.cc"), "v1\n");
+  EXPECT_THAT(ReadFile(again->candidate_dir + "/.git"), HasSubstr(again->mirror));
 }
 
 // Run as root (CI), the arms' files belong to their sandbox users.
 TEST_F(WorkspaceTest, ArmFilesBelongToTheirSandboxUsers) {
   if (geteuid() != 0) GTEST_SKIP() << "only root can give files away";
-  Workspace ws(Tmp() + "/ws-owners", 0, &git_, ArmUsers{.baseline = 59010, .candidate = 59011});
+  Workspace ws(TestTmpDir() + "/ws-owners", 0, &git_, ArmUsers{.baseline = 59010, .candidate = 59011});
   auto c = ws.Prepare(repo_, "HEAD~1", "HEAD");
   ASSERT_TRUE(c.ok()) << c.status();
   auto owner = [](const std::string& path) {
@@ -232,30 +225,30 @@ TEST_F(WorkspaceTest, ArmFilesBelongToTheirSandboxUsers) {
   EXPECT_EQ(owner(c->candidate_dir + "/tests/new_test.cc"), 59011u);
   EXPECT_EQ(owner(c->candidate.home), 59011u);
   EXPECT_EQ(owner(c->candidate.cache), 59011u);
-  EXPECT_EQ(owner(Workspace::TrustedCache(Tmp() + "/ws-owners")), 59010u);
+  EXPECT_EQ(owner(Workspace::TrustedCache(TestTmpDir() + "/ws-owners")), 59010u);
 
   // A trusted cache shared through a link: its directory goes to the
   // baseline user (the link's owner does not decide who may write there).
-  const std::string shared = Tmp() + "/shared-trusted";
-  Sh("rm -rf " + shared + " && mkdir -p " + shared + "/ac " + Tmp() + "/ws-linked && ln -sfn " +
-     shared + " " + Workspace::TrustedCache(Tmp() + "/ws-linked"));
-  Workspace linked(Tmp() + "/ws-linked", 0, &git_, ArmUsers{.baseline = 59010, .candidate = 59012});
+  const std::string shared = TestTmpDir() + "/shared-trusted";
+  Sh("rm -rf " + shared + " && mkdir -p " + shared + "/ac " + TestTmpDir() + "/ws-linked && ln -sfn " +
+     shared + " " + Workspace::TrustedCache(TestTmpDir() + "/ws-linked"));
+  Workspace linked(TestTmpDir() + "/ws-linked", 0, &git_, ArmUsers{.baseline = 59010, .candidate = 59012});
   ASSERT_TRUE(linked.Prepare(repo_, "HEAD~1", "HEAD").ok());
   EXPECT_EQ(owner(shared), 59010u);
   EXPECT_EQ(owner(shared + "/ac"), 59010u);
 }
 
 TEST_F(WorkspaceTest, UnknownRefIsNotFound) {
-  Workspace ws(Tmp() + "/ws2", 0, &git_);
+  Workspace ws(TestTmpDir() + "/ws2", 0, &git_);
   auto c = ws.Prepare(repo_, "HEAD", "feature/nope");
   EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("feature/nope"));
 }
 
 TEST_F(WorkspaceTest, NotARepositoryIsAClearError) {
-  Workspace ws(Tmp() + "/ws3", 0, &git_);
-  Sh("mkdir -p " + Tmp() + "/plain");
-  auto c = ws.Prepare(Tmp() + "/plain", "HEAD", "HEAD");
+  Workspace ws(TestTmpDir() + "/ws3", 0, &git_);
+  Sh("mkdir -p " + TestTmpDir() + "/plain");
+  auto c = ws.Prepare(TestTmpDir() + "/plain", "HEAD", "HEAD");
   EXPECT_FALSE(c.ok());
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("HEAD"));
 }

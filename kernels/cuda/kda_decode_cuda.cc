@@ -57,7 +57,7 @@ class DeviceBuffer {
   void* ptr_ = nullptr;
 };
 
-#define DG_RETURN_IF_ERROR(expr)     \
+#define KDA_RETURN_IF_ERROR(expr)     \
   do {                               \
     const absl::Status _st = (expr); \
     if (!_st.ok()) return _st;       \
@@ -84,7 +84,7 @@ absl::Status KdaDecodeCudaDevice(const kda::KdaDims& dims,
                                  const kda::KdaInputs<float>& device_in,
                                  float* device_state, float* device_out,
                                  const kda::KdaMath& math) {
-  DG_RETURN_IF_ERROR(
+  KDA_RETURN_IF_ERROR(
       kda::ValidateKdaInputs(dims, device_in, math.gate_mode, kWhat));
   if (device_state == nullptr || device_out == nullptr) {
     return absl::InvalidArgumentError(
@@ -118,13 +118,13 @@ absl::Status KdaDecodeCudaHost(const kda::KdaDims& dims,
                                const kda::KdaInputs<float>& host_in,
                                float* host_state, float* host_out,
                                const kda::KdaMath& math) {
-  DG_RETURN_IF_ERROR(
+  KDA_RETURN_IF_ERROR(
       kda::ValidateKdaInputs(dims, host_in, math.gate_mode, kWhat));
   if (host_state == nullptr || host_out == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: state and out must not be null", kWhat));
   }
-  DG_RETURN_IF_ERROR(KdaCudaStatus());
+  KDA_RETURN_IF_ERROR(KdaCudaStatus());
   const int64_t bh = static_cast<int64_t>(dims.batch) * dims.heads;
   const size_t f = sizeof(float);
   const size_t qk_bytes = bh * dims.k_dim * f;
@@ -138,13 +138,13 @@ absl::Status KdaDecodeCudaHost(const kda::KdaDims& dims,
       {&beta, bh * f}, {&state, state_bytes}, {&out, v_bytes},
   };
   for (const auto& [buf, bytes] : sizes)
-    DG_RETURN_IF_ERROR(buf->Allocate(bytes));
-  DG_RETURN_IF_ERROR(q.Upload(host_in.q, qk_bytes));
-  DG_RETURN_IF_ERROR(k.Upload(host_in.k, qk_bytes));
-  DG_RETURN_IF_ERROR(v.Upload(host_in.v, v_bytes));
-  DG_RETURN_IF_ERROR(g.Upload(host_in.g, qk_bytes));
-  DG_RETURN_IF_ERROR(beta.Upload(host_in.beta, bh * f));
-  DG_RETURN_IF_ERROR(state.Upload(host_state, state_bytes));
+    KDA_RETURN_IF_ERROR(buf->Allocate(bytes));
+  KDA_RETURN_IF_ERROR(q.Upload(host_in.q, qk_bytes));
+  KDA_RETURN_IF_ERROR(k.Upload(host_in.k, qk_bytes));
+  KDA_RETURN_IF_ERROR(v.Upload(host_in.v, v_bytes));
+  KDA_RETURN_IF_ERROR(g.Upload(host_in.g, qk_bytes));
+  KDA_RETURN_IF_ERROR(beta.Upload(host_in.beta, bh * f));
+  KDA_RETURN_IF_ERROR(state.Upload(host_state, state_bytes));
   kda::KdaInputs<float> dev;
   dev.q = q.get();
   dev.k = k.get();
@@ -154,17 +154,17 @@ absl::Status KdaDecodeCudaHost(const kda::KdaDims& dims,
   if (raw) {
     const size_t a_bytes = dims.heads * f;
     const size_t dt_bytes = static_cast<size_t>(dims.heads) * dims.k_dim * f;
-    DG_RETURN_IF_ERROR(a_log.Allocate(a_bytes));
-    DG_RETURN_IF_ERROR(dt_bias.Allocate(dt_bytes));
-    DG_RETURN_IF_ERROR(a_log.Upload(host_in.a_log, a_bytes));
-    DG_RETURN_IF_ERROR(dt_bias.Upload(host_in.dt_bias, dt_bytes));
+    KDA_RETURN_IF_ERROR(a_log.Allocate(a_bytes));
+    KDA_RETURN_IF_ERROR(dt_bias.Allocate(dt_bytes));
+    KDA_RETURN_IF_ERROR(a_log.Upload(host_in.a_log, a_bytes));
+    KDA_RETURN_IF_ERROR(dt_bias.Upload(host_in.dt_bias, dt_bytes));
     dev.a_log = a_log.get();
     dev.dt_bias = dt_bias.get();
   }
-  DG_RETURN_IF_ERROR(
+  KDA_RETURN_IF_ERROR(
       KdaDecodeCudaDevice(dims, dev, state.get(), out.get(), math));
-  DG_RETURN_IF_ERROR(state.Download(host_state, state_bytes));
-  DG_RETURN_IF_ERROR(out.Download(host_out, v_bytes));
+  KDA_RETURN_IF_ERROR(state.Download(host_state, state_bytes));
+  KDA_RETURN_IF_ERROR(out.Download(host_out, v_bytes));
   return absl::OkStatus();
 }
 

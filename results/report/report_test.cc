@@ -13,9 +13,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "results/store/store.h"
+#include "testing/test_util.h"
 
 namespace densegate::results {
 namespace {
+
+using test::TestTmpDir;
 
 using ::testing::HasSubstr;
 
@@ -315,7 +318,7 @@ TEST_F(ReportTest, AChangePointBesideALandingSaysHowFar) {
 bool RunChromium(const std::string& page, const std::string& screenshot, std::string* console,
                  std::string* dom) {
   if (std::system("command -v chromium > /dev/null 2>&1") != 0) return false;
-  const std::string tmp = std::getenv("TEST_TMPDIR");
+  const std::string tmp = TestTmpDir();
   const std::string flags =
       "--headless --no-sandbox --disable-gpu --enable-logging=stderr --v=0 "
       "--window-size=1200,2400 --user-data-dir=" + tmp + "/chromium-profile";
@@ -344,7 +347,7 @@ TEST_F(ReportTest, HtmlLoadsInHeadlessChromiumWithoutConsoleErrorsAndWithData) {
   Finish("c2", v1::ACCEPT, 70, 1.3, v1::VERIFIED, /*merge=*/true);
   absl::StatusOr<nlohmann::json> report = BuildReport(*store_, {}, absl::FromUnixSeconds(0));
   ASSERT_TRUE(report.ok()) << report.status();
-  const std::string tmp = std::getenv("TEST_TMPDIR");
+  const std::string tmp = TestTmpDir();
   const std::string page = tmp + "/report.html", shot = tmp + "/report.png";
   std::ofstream(page) << RenderHtml(*report);
   // The console check must be able to fail: a page that logs an error.

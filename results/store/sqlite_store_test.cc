@@ -22,15 +22,17 @@
 #include "results/store/store.h"
 #include "results/store/testing/status_assertions.h"
 #include "results/store/testing/test_database.h"
+#include "testing/test_util.h"
 
 namespace densegate::results {
 namespace {
 
+using test::TestTmpDir;
+
 using ::testing::HasSubstr;
 
 std::string TmpPath(absl::string_view name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name);
+  return absl::StrCat(TestTmpDir(), "/", name);
 }
 
 SubmitParams Params(absl::string_view id) {

@@ -5,13 +5,14 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/test_util.h"
 
 namespace densegate::results {
 namespace {
 
-using ::testing::HasSubstr;
+using test::TestTmpDir;
 
-std::string Tmp() { return std::getenv("TEST_TMPDIR"); }
+using ::testing::HasSubstr;
 
 MetricSamples Spec(const std::string& name, bool primary) {
   MetricSamples m;
@@ -92,7 +93,7 @@ TEST(PairSamplesTest, RejectsUnknownMetricAndDuplicates) {
 class RecomputeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto store = OpenStore("sqlite:" + Tmp() + "/" +
+    auto store = OpenStore("sqlite:" + TestTmpDir() + "/" +
                            ::testing::UnitTest::GetInstance()->current_test_info()->name() +
                            ".db");
     ASSERT_TRUE(store.ok()) << store.status();

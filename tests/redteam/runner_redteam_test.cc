@@ -12,27 +12,28 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "harness/process/launcher.h"
+#include "platform/process/launcher.h"
 #include "harness/runner/kernel_check.h"
 #include "harness/runner/precision_baseline_cache.h"
 #include "harness/runner/precision_suite.h"
+#include "testing/test_util.h"
 
 namespace densegate::harness {
 namespace {
+
+using test::TestTmpDir;
+
+using test::Runfile;
 
 using ::testing::HasSubstr;
 using ::testing::Not;
 using Outcome = KernelCheckReport::Outcome;
 
-std::string Runfile(const std::string& path) {
-  return absl::StrCat(std::getenv("TEST_SRCDIR"), "/densegate/", path);
-}
-
 // A worktree-like directory whose ./runner is `binary`, optionally with a
 // trick file for the evil runner.
 std::string MakeDir(const std::string& name, const std::string& binary,
                     const std::string& trick = "") {
-  std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);
+  std::string dir = absl::StrCat(TestTmpDir(), "/", name);
   EXPECT_EQ(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
   EXPECT_EQ(symlink(Runfile(binary).c_str(), (dir + "/runner").c_str()), 0);
   if (!trick.empty()) std::ofstream(dir + "/trick") << trick << "\n";
@@ -42,7 +43,7 @@ std::string MakeDir(const std::string& name, const std::string& binary,
 class RedTeamTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    launcher_ = NewSandboxLauncher();
+    launcher_ = platform::NewSandboxLauncher();
     reference_dir_ = MakeDir("reference", "kernels/runner/kernel_runner");
   }
 
@@ -77,7 +78,7 @@ class RedTeamTest : public ::testing::Test {
     return RunKernelCheck(check, setup);
   }
 
-  std::unique_ptr<ProcessLauncher> launcher_;
+  std::unique_ptr<platform::ProcessLauncher> launcher_;
   std::string reference_dir_;
 };
 
@@ -149,7 +150,7 @@ TEST_F(RedTeamTest, TimedRepetitionsAgainstTheBaselinesResultCatchTricksToo) {
   }
 }
 
-PrecisionReport Sweep(ProcessLauncher* launcher, const std::string& reference_dir,
+PrecisionReport Sweep(platform::ProcessLauncher* launcher, const std::string& reference_dir,
                       const std::string& trick, bool candidate_runner_identical = false,
                       PrecisionBaselineCache* baselines = nullptr,
                       const std::string& baseline_key = "") {
@@ -209,7 +210,7 @@ TEST_F(RedTeamTest, ACandidateRunnerIdenticalToTheBaselinesIsNotSweptAgain) {
   EXPECT_EQ(same.candidate.rel_rms, same.baseline.rel_rms);
   EXPECT_EQ(same.candidate.max_abs_err, same.baseline.max_abs_err);
   EXPECT_THAT(same.message, HasSubstr("byte-identical to the baseline's"));
-  const std::string logs = absl::StrCat(std::getenv("TEST_TMPDIR"), "/sweep-tf32/log");
+  const std::string logs = absl::StrCat(TestTmpDir(), "/sweep-tf32/log");
   EXPECT_TRUE(std::filesystem::exists(logs + "-baseline.err"));
   EXPECT_FALSE(std::filesystem::exists(logs + "-candidate.err"));
 }
@@ -220,7 +221,7 @@ TEST_F(RedTeamTest, ACandidateRunnerIdenticalToTheBaselinesIsNotSweptAgain) {
 TEST_F(RedTeamTest, ALaterSweepAgainstTheSameBaselineRunnerRunsOnlyTheCandidate) {
   PrecisionBaselineCache baselines(int64_t{1} << 30);
   auto logs = [](const std::string& trick) {
-    return absl::StrCat(std::getenv("TEST_TMPDIR"), "/sweep-", trick, "/log");
+    return absl::StrCat(TestTmpDir(), "/sweep-", trick, "/log");
   };
   PrecisionReport honest = Sweep(launcher_.get(), reference_dir_, "none", false, &baselines, "k");
   ASSERT_EQ(honest.outcome, PrecisionReport::Outcome::kPassed) << honest.message;

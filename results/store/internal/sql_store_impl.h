@@ -33,7 +33,7 @@
 #include "results/store/internal/batch_turn.h"
 #include "results/store/internal/concurrency_limit.h"
 #include "results/store/internal/schema.h"
-#include "results/store/internal/status_macros.h"
+#include "platform/status_macros.h"
 
 namespace densegate::results::internal::sql_store_impl {
 

@@ -13,15 +13,15 @@
 // so a tool that probes for a feature keeps working.
 //
 // Thread-safety: a pure function.
-#ifndef DENSEGATE_HARNESS_PROCESS_SECCOMP_FILTER_H_
-#define DENSEGATE_HARNESS_PROCESS_SECCOMP_FILTER_H_
+#ifndef DENSEGATE_PLATFORM_PROCESS_SECCOMP_FILTER_H_
+#define DENSEGATE_PLATFORM_PROCESS_SECCOMP_FILTER_H_
 
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 
-namespace densegate::harness {
+namespace densegate::platform {
 
 // The filter as a classic BPF program for this machine's architecture, in
 // the form bubblewrap's --seccomp reads (an array of sock_filter).
@@ -31,6 +31,6 @@ absl::StatusOr<std::string> SandboxSeccompProgram();
 // tests; clone and unshare are refused only with a namespace flag).
 std::vector<std::string> RefusedSystemCalls();
 
-}  // namespace densegate::harness
+}  // namespace densegate::platform
 
-#endif  // DENSEGATE_HARNESS_PROCESS_SECCOMP_FILTER_H_
+#endif  // DENSEGATE_PLATFORM_PROCESS_SECCOMP_FILTER_H_

@@ -1,21 +1,21 @@
-// The few git operations the harness needs, run as child processes of the
-// harness (trusted: they never execute candidate code).
+// The few git operations densegate needs (the harness's worktrees, the
+// scheduler's merge queue, the demo's scratch repositories), run as child
+// processes through a ProcessLauncher (trusted: they never execute
+// candidate code).
 //
 // Thread-safety: each call is independent; concurrent calls on one
 // repository follow git's own locking.
-#ifndef DENSEGATE_HARNESS_WORKSPACE_GIT_H_
-#define DENSEGATE_HARNESS_WORKSPACE_GIT_H_
+#ifndef DENSEGATE_PLATFORM_GIT_GIT_H_
+#define DENSEGATE_PLATFORM_GIT_GIT_H_
 
-#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "harness/process/launcher.h"
-#include "proto/manifest.h"
+#include "platform/process/launcher.h"
 
-namespace densegate::harness {
+namespace densegate::platform {
 
 class Git {
  public:
@@ -45,20 +45,6 @@ class Git {
   ProcessLauncher* launcher_;
 };
 
-// A repository revision as a RepoTree (for manifest validation): files and
-// the directories that hold them.
-class GitTree : public RepoTree {
- public:
-  explicit GitTree(const std::vector<std::string>& files);
-  bool Exists(absl::string_view path) const override;
+}  // namespace densegate::platform
 
- private:
-  std::set<std::string, std::less<>> paths_;
-};
-
-// Whether `path` is `protected_path` or lies under it (a directory).
-bool IsUnderPath(absl::string_view path, absl::string_view protected_path);
-
-}  // namespace densegate::harness
-
-#endif  // DENSEGATE_HARNESS_WORKSPACE_GIT_H_
+#endif  // DENSEGATE_PLATFORM_GIT_GIT_H_

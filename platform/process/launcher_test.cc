@@ -1,4 +1,4 @@
-#include "harness/process/launcher.h"
+#include "platform/process/launcher.h"
 
 #include <poll.h>
 #include <sys/syscall.h>
@@ -13,27 +13,22 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/test_util.h"
 
-namespace densegate::harness {
+namespace densegate::platform {
 namespace {
+
+using test::ReadFile;
+using test::TestTmpDir;
 
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string Tmp() { return std::getenv("TEST_TMPDIR"); }
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 ProcessSpec Shell(const std::string& script) {
   ProcessSpec spec;
   spec.argv = {"/bin/sh", "-c", script};
-  spec.stdout_path = Tmp() + "/out.txt";
-  spec.stderr_path = Tmp() + "/err.txt";
+  spec.stdout_path = TestTmpDir() + "/out.txt";
+  spec.stderr_path = TestTmpDir() + "/err.txt";
   spec.wall_timeout = absl::Seconds(30);
   return spec;
 }
@@ -41,7 +36,7 @@ ProcessSpec Shell(const std::string& script) {
 class LauncherTest : public ::testing::Test {
  protected:
   std::unique_ptr<ProcessLauncher> launcher_ =
-      NewSandboxLauncher(SandboxOptions{.scratch_root = Tmp()});
+      NewSandboxLauncher(SandboxOptions{.scratch_root = TestTmpDir()});
 };
 
 TEST_F(LauncherTest, RunsAndCapturesOutputAndExitCode) {
@@ -49,16 +44,16 @@ TEST_F(LauncherTest, RunsAndCapturesOutputAndExitCode) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->exit_code, 3);
   EXPECT_FALSE(r->ok());
-  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "hello\n");
-  EXPECT_EQ(Slurp(Tmp() + "/err.txt"), "oops\n");
+  EXPECT_EQ(ReadFile(TestTmpDir() + "/out.txt"), "hello\n");
+  EXPECT_EQ(ReadFile(TestTmpDir() + "/err.txt"), "oops\n");
   EXPECT_THAT(r->Describe(), HasSubstr("exited with 3"));
 }
 
 TEST_F(LauncherTest, TimeoutKillsTheWholeProcessGroup) {
   // A background grandchild would touch its marker after 2 s unless the
   // whole group is killed at the 300 ms timeout.
-  std::string pidfile = Tmp() + "/grandchild.pid";
-  std::string marker = Tmp() + "/grandchild-survived";
+  std::string pidfile = TestTmpDir() + "/grandchild.pid";
+  std::string marker = TestTmpDir() + "/grandchild-survived";
   ProcessSpec spec = Shell(absl::StrCat("sh -c 'echo $$ > ", pidfile, "; sleep 2; touch ",
                                         marker, "' & sleep 60"));
   spec.wall_timeout = absl::Milliseconds(300);
@@ -67,7 +62,7 @@ TEST_F(LauncherTest, TimeoutKillsTheWholeProcessGroup) {
   EXPECT_TRUE(r->timed_out);
   EXPECT_THAT(r->Describe(), HasSubstr("wall timeout"));
   EXPECT_LT(r->wall_seconds, 5);
-  pid_t grandchild = std::stoi(Slurp(pidfile));
+  pid_t grandchild = std::stoi(ReadFile(pidfile));
   int fd = static_cast<int>(syscall(SYS_pidfd_open, grandchild, 0));
   if (fd >= 0) {
     // It must already be dying: its exit is reported long before its 2 s.
@@ -102,7 +97,7 @@ TEST_F(LauncherTest, EnvironmentIsScrubbedAndTempIsPrivate) {
   spec.env["MY_VAR"] = "1";
   auto r = launcher_->Run(spec);
   ASSERT_TRUE(r.ok());
-  std::string out = Slurp(Tmp() + "/out.txt");
+  std::string out = ReadFile(TestTmpDir() + "/out.txt");
   EXPECT_THAT(out, Not(HasSubstr("DENSEGATE_TOKEN")));
   EXPECT_THAT(out, Not(HasSubstr("CI=")));
   EXPECT_THAT(out, HasSubstr("MY_VAR=1"));
@@ -119,7 +114,7 @@ TEST_F(LauncherTest, NetworkNamespaceHasOnlyLoopback) {
   if (!r->network_isolated) {
     GTEST_SKIP() << "this kernel does not let us create a network namespace";
   }
-  std::string out = Slurp(Tmp() + "/out.txt");
+  std::string out = ReadFile(TestTmpDir() + "/out.txt");
   EXPECT_THAT(out, HasSubstr("lo:"));
   // Two header lines and loopback: no other interface.
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 3) << out;
@@ -132,7 +127,7 @@ TEST_F(LauncherTest, CommandsOfOneLauncherShareItsNetworkNamespace) {
     auto r = launcher_->Run(Shell("readlink /proc/self/ns/net"));
     if (!r.ok() || !r->ok()) return "failed";
     if (!r->network_isolated) return "not isolated";
-    return Slurp(Tmp() + "/out.txt");
+    return ReadFile(TestTmpDir() + "/out.txt");
   };
   std::string first = namespace_of_command();
   if (first == "not isolated") {
@@ -144,19 +139,19 @@ TEST_F(LauncherTest, CommandsOfOneLauncherShareItsNetworkNamespace) {
   ASSERT_GT(readlink("/proc/self/ns/net", own, sizeof(own) - 1), 0);
   EXPECT_NE(first, std::string(own) + "\n");
   std::unique_ptr<ProcessLauncher> other =
-      NewSandboxLauncher(SandboxOptions{.scratch_root = Tmp()});
+      NewSandboxLauncher(SandboxOptions{.scratch_root = TestTmpDir()});
   auto r = other->Run(Shell("readlink /proc/self/ns/net"));
   ASSERT_TRUE(r.ok());
-  EXPECT_NE(Slurp(Tmp() + "/out.txt"), first);
+  EXPECT_NE(ReadFile(TestTmpDir() + "/out.txt"), first);
 }
 
 TEST_F(LauncherTest, FileSizeLimitStopsRunawayOutput) {
-  ProcessSpec spec = Shell(absl::StrCat("head -c 4000000 /dev/zero > ", Tmp(), "/big"));
+  ProcessSpec spec = Shell(absl::StrCat("head -c 4000000 /dev/zero > ", TestTmpDir(), "/big"));
   spec.limits.file_size_bytes = 1 << 20;
   auto r = launcher_->Run(spec);
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->ok());
-  std::ifstream big(Tmp() + "/big", std::ios::ate);
+  std::ifstream big(TestTmpDir() + "/big", std::ios::ate);
   EXPECT_LE(static_cast<int64_t>(big.tellg()), 1 << 20);
 }
 
@@ -208,7 +203,7 @@ TEST_F(LauncherTest, StartTalksOverPipes) {
 constexpr uint32_t kUid = 59031;
 
 std::string MakeDir(const std::string& name) {
-  std::string dir = Tmp() + "/" + name;
+  std::string dir = TestTmpDir() + "/" + name;
   std::string cmd = "rm -rf " + dir + " && mkdir -p " + dir + " && chown " +
                     std::to_string(kUid) + " " + dir;
   EXPECT_EQ(std::system(cmd.c_str()), 0);
@@ -229,9 +224,9 @@ TEST_F(LauncherTest, ConfinedProcessRunsAsItsOwnUserWithNothingToEscalate) {
       "id -u; id -g; grep -E '^(CapEff|CapPrm|NoNewPrivs|Seccomp):' /proc/self/status; "
       "hostname; ls /proc/self/fd"));
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_TRUE(r->ok()) << r->Describe() << Slurp(Tmp() + "/err.txt");
+  EXPECT_TRUE(r->ok()) << r->Describe() << ReadFile(TestTmpDir() + "/err.txt");
   EXPECT_TRUE(r->sandboxed);
-  std::string out = Slurp(Tmp() + "/out.txt");
+  std::string out = ReadFile(TestTmpDir() + "/out.txt");
   EXPECT_THAT(out, HasSubstr(absl::StrCat(kUid, "\n", kUid, "\n")));
   EXPECT_THAT(out, HasSubstr("CapEff:\t0000000000000000"));
   EXPECT_THAT(out, HasSubstr("CapPrm:\t0000000000000000"));
@@ -256,8 +251,8 @@ TEST_F(LauncherTest, ConfinedUserLooksItselfUpAndFindsItsHome) {
   spec.env["HOME"] = home;
   auto r = launcher_->Run(spec);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_TRUE(r->ok()) << r->Describe() << Slurp(Tmp() + "/err.txt");
-  EXPECT_EQ(Slurp(Tmp() + "/out.txt"),
+  EXPECT_TRUE(r->ok()) << r->Describe() << ReadFile(TestTmpDir() + "/err.txt");
+  EXPECT_EQ(ReadFile(TestTmpDir() + "/out.txt"),
             absl::StrCat("densegate-", kUid, "\ndensegate-", kUid, "\n", home, "\n"));
 }
 
@@ -281,23 +276,23 @@ TEST_F(LauncherTest, ConfinedProcessSeesOnlyWhatItIsGiven) {
                    "ls /proc | grep -c '^[0-9]'"),
       c));
   ASSERT_TRUE(r.ok()) << r.status();
-  std::string out = Slurp(Tmp() + "/out.txt");
+  std::string out = ReadFile(TestTmpDir() + "/out.txt");
   EXPECT_THAT(out, HasSubstr("wrote\ndata\nread-only-refused\nhidden-invisible\n"
                              "system-read-only\nno-work\n"));
   // Its own PID namespace: bwrap's init, the shell, ls and grep at most.
   EXPECT_LE(std::stoi(out.substr(out.rfind("no-work\n") + 8)), 4) << out;
-  EXPECT_EQ(Slurp(writable + "/out"), "ok\n");
-  EXPECT_EQ(Slurp(read_only + "/data"), "data\n");
+  EXPECT_EQ(ReadFile(writable + "/out"), "ok\n");
+  EXPECT_EQ(ReadFile(read_only + "/data"), "data\n");
 }
 
 TEST_F(LauncherTest, SeccompRefusesWhatWouldReachPastTheSandbox) {
   REQUIRE_SANDBOX();
-  std::string probe = Tmp() + "/sandbox_probe";
-  ASSERT_EQ(std::system(("cp harness/process/sandbox_probe " + probe).c_str()), 0);
+  std::string probe = TestTmpDir() + "/sandbox_probe";
+  ASSERT_EQ(std::system(("cp platform/process/sandbox_probe " + probe).c_str()), 0);
   auto r = launcher_->Run(Confined(probe, Confinement{.read_only = {probe}}));
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_TRUE(r->ok()) << r->Describe() << Slurp(Tmp() + "/err.txt");
-  std::string out = Slurp(Tmp() + "/out.txt");
+  EXPECT_TRUE(r->ok()) << r->Describe() << ReadFile(TestTmpDir() + "/err.txt");
+  std::string out = ReadFile(TestTmpDir() + "/out.txt");
   for (const char* call : {"ptrace", "setns", "unshare", "unshare_user", "clone_newnet",
                            "mount", "kexec_load", "bpf", "perf_event_open"}) {
     EXPECT_THAT(out, HasSubstr(absl::StrCat(call, "=refused\n"))) << out;
@@ -333,22 +328,22 @@ TEST_F(LauncherTest, SharedSandboxKeepsItsDaemonsUntilEnded) {
   auto second = launcher_->Run(Confined(
       absl::StrCat("id -u; grep CapEff /proc/self/status; ", count), shared));
   ASSERT_TRUE(second.ok());
-  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), absl::StrCat(kUid, "\nCapEff:\t0000000000000000\n1\n"))
+  EXPECT_EQ(ReadFile(TestTmpDir() + "/out.txt"), absl::StrCat(kUid, "\nCapEff:\t0000000000000000\n1\n"))
       << "the next command of the arm sees its daemon, as the same user; "
-      << second->Describe() << ": " << Slurp(Tmp() + "/err.txt");
+      << second->Describe() << ": " << ReadFile(TestTmpDir() + "/err.txt");
   // Another sandbox sees nothing of it, and ending the arm kills it.
   auto other = launcher_->Run(Confined(count, Confinement{.sandbox = "other", .uid = kUid + 1,
                                                            .gid = kUid + 1}));
   ASSERT_TRUE(other.ok());
-  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "0\n");
+  EXPECT_EQ(ReadFile(TestTmpDir() + "/out.txt"), "0\n");
   launcher_->EndSandbox("arm");
   auto after = launcher_->Run(Confined(count, shared));
   ASSERT_TRUE(after.ok());
-  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "0\n") << after->Describe() << Slurp(Tmp() + "/err.txt");
+  EXPECT_EQ(ReadFile(TestTmpDir() + "/out.txt"), "0\n") << after->Describe() << ReadFile(TestTmpDir() + "/err.txt");
   // Nothing of it is left on the host either.
   auto host = launcher_->Run(Shell(count));
   ASSERT_TRUE(host.ok());
-  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "0\n");
+  EXPECT_EQ(ReadFile(TestTmpDir() + "/out.txt"), "0\n");
 }
 
 TEST_F(LauncherTest, OwnSandboxTakesItsDaemonsWithIt) {
@@ -358,7 +353,7 @@ TEST_F(LauncherTest, OwnSandboxTakesItsDaemonsWithIt) {
   ASSERT_TRUE(r.ok()) << r.status();
   auto host = launcher_->Run(Shell(CountSleeping(tag)));
   ASSERT_TRUE(host.ok());
-  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "0\n");
+  EXPECT_EQ(ReadFile(TestTmpDir() + "/out.txt"), "0\n");
 }
 
 TEST_F(LauncherTest, SharedSandboxCommandsShareANetworkOthersDoNot) {
@@ -366,7 +361,7 @@ TEST_F(LauncherTest, SharedSandboxCommandsShareANetworkOthersDoNot) {
   auto net = [&](Confinement c) -> std::string {
     auto r = launcher_->Run(Confined("readlink /proc/self/ns/net; cat /proc/net/dev | wc -l", c));
     if (!r.ok()) return std::string(r.status().message());
-    return r->network_isolated ? Slurp(Tmp() + "/out.txt") : "not isolated " + r->Describe();
+    return r->network_isolated ? ReadFile(TestTmpDir() + "/out.txt") : "not isolated " + r->Describe();
   };
   std::string a1 = net({.sandbox = "a"}), a2 = net({.sandbox = "a"});
   std::string b = net({.sandbox = "b", .uid = kUid + 1, .gid = kUid + 1});
@@ -386,10 +381,10 @@ TEST_F(LauncherTest, PrivateTmpIsFreshAndBounded) {
       "echo $TMPDIR; echo left > /tmp/left; head -c 3000000 /dev/zero > /tmp/big || echo full",
       small));
   ASSERT_TRUE(fill.ok()) << fill.status();
-  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "/tmp\nfull\n");
+  EXPECT_EQ(ReadFile(TestTmpDir() + "/out.txt"), "/tmp\nfull\n");
   auto next = launcher_->Run(Confined("test -e /tmp/left && echo seen || echo fresh", small));
   ASSERT_TRUE(next.ok());
-  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "fresh\n");
+  EXPECT_EQ(ReadFile(TestTmpDir() + "/out.txt"), "fresh\n");
 }
 
 TEST_F(LauncherTest, ForkBombStopsAtTheProcessLimit) {
@@ -397,7 +392,7 @@ TEST_F(LauncherTest, ForkBombStopsAtTheProcessLimit) {
   // Bounded: 200 sleepers at most; the shell notes each one started (a
   // builtin redirection, no fork) until fork fails and it gives up.
   const uint32_t uid = kUid + 7;
-  const std::string dir = Tmp() + "/bomb";
+  const std::string dir = TestTmpDir() + "/bomb";
   ASSERT_EQ(std::system(absl::StrCat("rm -rf ", dir, " && mkdir ", dir, " && chown ", uid, " ",
                                      dir).c_str()), 0);
   auto r = launcher_->Run(Confined(
@@ -405,14 +400,14 @@ TEST_F(LauncherTest, ForkBombStopsAtTheProcessLimit) {
       Confinement{.uid = uid, .gid = uid, .writable = {dir}, .max_processes = 40}));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->ok());
-  EXPECT_THAT(Slurp(Tmp() + "/err.txt"), HasSubstr("fork"));
-  const std::string started = Slurp(dir + "/started");
+  EXPECT_THAT(ReadFile(TestTmpDir() + "/err.txt"), HasSubstr("fork"));
+  const std::string started = ReadFile(dir + "/started");
   ASSERT_FALSE(started.empty());
   EXPECT_LT(std::stoi(started), 40) << started;
   // The launcher goes on.
   auto after = launcher_->Run(Confined("echo alive"));
   ASSERT_TRUE(after.ok());
-  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "alive\n");
+  EXPECT_EQ(ReadFile(TestTmpDir() + "/out.txt"), "alive\n");
 }
 
 // In a shared sandbox (a build's), a bomb that goes on forking (bash
@@ -429,15 +424,15 @@ TEST_F(LauncherTest, ABombInASharedSandboxIsStoppedWhileItRuns) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->timed_out);
   EXPECT_THAT(r->Describe(), HasSubstr("at its limit of 40: a fork bomb"))
-      << Slurp(Tmp() + "/err.txt");
+      << ReadFile(TestTmpDir() + "/err.txt");
   EXPECT_LT(r->wall_seconds, 30);
   launcher_->EndSandbox("bomb");
   auto left = launcher_->Run(Shell(absl::StrCat("pgrep -c -u ", uid, " || true")));
   ASSERT_TRUE(left.ok());
-  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "0\n");
+  EXPECT_EQ(ReadFile(TestTmpDir() + "/out.txt"), "0\n");
   auto after = launcher_->Run(Confined("echo alive"));
   ASSERT_TRUE(after.ok());
-  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "alive\n");
+  EXPECT_EQ(ReadFile(TestTmpDir() + "/out.txt"), "alive\n");
 }
 
 TEST_F(LauncherTest, TimeoutKillsAConfinedCommandAndItsChildren) {
@@ -450,7 +445,7 @@ TEST_F(LauncherTest, TimeoutKillsAConfinedCommandAndItsChildren) {
   EXPECT_TRUE(r->timed_out);
   auto host = launcher_->Run(Shell(CountSleeping(tag)));
   ASSERT_TRUE(host.ok());
-  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), "0\n");
+  EXPECT_EQ(ReadFile(TestTmpDir() + "/out.txt"), "0\n");
 }
 
 TEST_F(LauncherTest, CpuSecondsCountsTheConfinedCommand) {
@@ -479,17 +474,17 @@ TEST_F(LauncherTest, SandboxFailuresAreErrorsNeverAFallback) {
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("user of its own"));
   // A path that is not there: the sandbox cannot be set up.
   auto missing = launcher_->Run(
-      Confined("true", Confinement{.read_only = {Tmp() + "/no-such-dir"}}));
+      Confined("true", Confinement{.read_only = {TestTmpDir() + "/no-such-dir"}}));
   ASSERT_FALSE(missing.ok());
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("no-such-dir"));
   // A working directory the sandbox does not contain: bwrap gives up.
   ProcessSpec outside = Confined("true");
-  outside.working_dir = Tmp();
+  outside.working_dir = TestTmpDir();
   auto unset = launcher_->Run(outside);
   ASSERT_FALSE(unset.ok());
   EXPECT_THAT(std::string(unset.status().message()), HasSubstr("cannot set up the sandbox"));
   // bubblewrap missing.
-  SandboxOptions no_bwrap{.scratch_root = Tmp(), .bwrap = "/nonexistent/bwrap"};
+  SandboxOptions no_bwrap{.scratch_root = TestTmpDir(), .bwrap = "/nonexistent/bwrap"};
   EXPECT_THAT(std::string(CheckSandbox(no_bwrap).message()), HasSubstr("bubblewrap"));
   auto r = NewSandboxLauncher(no_bwrap)->Run(Confined("true"));
   ASSERT_FALSE(r.ok());
@@ -497,12 +492,12 @@ TEST_F(LauncherTest, SandboxFailuresAreErrorsNeverAFallback) {
 }
 
 TEST_F(LauncherTest, UnsafeNoSandboxRunsUnconfinedAndSaysSo) {
-  auto launcher = NewSandboxLauncher(SandboxOptions{.scratch_root = Tmp(), .unsafe_no_sandbox = true});
+  auto launcher = NewSandboxLauncher(SandboxOptions{.scratch_root = TestTmpDir(), .unsafe_no_sandbox = true});
   auto r = launcher->Run(Confined("id -u"));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->sandboxed);
-  EXPECT_EQ(Slurp(Tmp() + "/out.txt"), absl::StrCat(getuid(), "\n"));
+  EXPECT_EQ(ReadFile(TestTmpDir() + "/out.txt"), absl::StrCat(getuid(), "\n"));
 }
 
 }  // namespace
-}  // namespace densegate::harness
+}  // namespace densegate::platform

@@ -1,6 +1,8 @@
-// RETURN_IF_ERROR / ASSIGN_OR_RETURN for absl::Status, internal to the store.
-#ifndef DENSEGATE_RESULTS_STORE_INTERNAL_STATUS_MACROS_H_
-#define DENSEGATE_RESULTS_STORE_INTERNAL_STATUS_MACROS_H_
+// DG_RETURN_IF_ERROR / DG_ASSIGN_OR_RETURN: early returns for absl::Status
+// and absl::StatusOr, the service's one copy (Debian's Abseil ships none).
+// The workload (runtime/, kernels/) keeps its own under other prefixes.
+#ifndef DENSEGATE_PLATFORM_STATUS_MACROS_H_
+#define DENSEGATE_PLATFORM_STATUS_MACROS_H_
 
 #include <utility>
 
@@ -24,4 +26,4 @@
   if (!tmp.ok()) return tmp.status();             \
   lhs = *std::move(tmp)
 
-#endif  // DENSEGATE_RESULTS_STORE_INTERNAL_STATUS_MACROS_H_
+#endif  // DENSEGATE_PLATFORM_STATUS_MACROS_H_

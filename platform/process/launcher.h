@@ -1,8 +1,9 @@
 // Running candidate-controlled commands: builds, tests, benchmarks, kernel
 // runners.
 //
-// ProcessLauncher is the harness's only way to start a process (LevelDB's Env
-// habit): tests substitute a fake, and the real one, SandboxLauncher, gives
+// ProcessLauncher is densegate's only way to start a process (LevelDB's Env
+// habit): tests substitute a fake (testing/fake_launcher.h), and the real
+// one, SandboxLauncher, gives
 // every command:
 //   * its own process group, killed as a whole on timeout or cancellation;
 //   * rlimits on CPU time, address space, file size and processes;
@@ -21,8 +22,8 @@
 // is what self-reported benchmark times are checked against.
 //
 // Thread-safety: Run, Start and EndSandbox may be called from several threads.
-#ifndef DENSEGATE_HARNESS_PROCESS_LAUNCHER_H_
-#define DENSEGATE_HARNESS_PROCESS_LAUNCHER_H_
+#ifndef DENSEGATE_PLATFORM_PROCESS_LAUNCHER_H_
+#define DENSEGATE_PLATFORM_PROCESS_LAUNCHER_H_
 
 #include <cstdint>
 #include <functional>
@@ -35,7 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace densegate::harness {
+namespace densegate::platform {
 
 struct ResourceLimits {
   // 0 means unlimited.
@@ -179,6 +180,6 @@ std::string ReadOutputFile(const std::string& path);
 // error (errno tells which).
 bool WriteAll(int fd, const std::string& text);
 
-}  // namespace densegate::harness
+}  // namespace densegate::platform
 
-#endif  // DENSEGATE_HARNESS_PROCESS_LAUNCHER_H_
+#endif  // DENSEGATE_PLATFORM_PROCESS_LAUNCHER_H_

@@ -13,8 +13,8 @@
 //
 // Thread-safety: free functions without shared state; RepoTree
 // implementations must be safe to call from the thread that validates.
-#ifndef DENSEGATE_PROTO_MANIFEST_H_
-#define DENSEGATE_PROTO_MANIFEST_H_
+#ifndef DENSEGATE_MANIFEST_MANIFEST_H_
+#define DENSEGATE_MANIFEST_MANIFEST_H_
 
 #include <optional>
 #include <string>
@@ -119,4 +119,4 @@ absl::StatusOr<densegate::v1::Manifest> LoadManifestFile(
 
 }  // namespace densegate
 
-#endif  // DENSEGATE_PROTO_MANIFEST_H_
+#endif  // DENSEGATE_MANIFEST_MANIFEST_H_

@@ -1,4 +1,4 @@
-#include "proto/manifest.h"
+#include "manifest/manifest.h"
 
 #include <fstream>
 #include <functional>
@@ -9,9 +9,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "testing/test_util.h"
 
 namespace densegate {
 namespace {
+
+using test::TestTmpDir;
 
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -395,7 +398,7 @@ TEST(ManifestTest, ReportsEveryErrorNotJustTheFirst) {
 }
 
 TEST(ManifestTest, LoadsFileRelativeToItsDirectory) {
-  std::string dir = std::string(getenv("TEST_TMPDIR")) + "/repo";
+  std::string dir = TestTmpDir() + "/repo";
   ASSERT_EQ(system(("mkdir -p " + dir + "/tests " + dir + "/kernels/kda").c_str()), 0);
   std::ofstream(dir + "/densegate.json") << ValidManifest().dump(2);
   std::vector<ManifestError> errors;
@@ -415,7 +418,7 @@ TEST(ManifestTest, MissingFileIsNotFound) {
 
 TEST(ManifestTest, DirectoryIsRejected) {
   std::vector<ManifestError> errors;
-  auto m = LoadManifestFile(getenv("TEST_TMPDIR"), &errors);
+  auto m = LoadManifestFile(TestTmpDir(), &errors);
   EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(errors.at(0).message, HasSubstr("is a directory"));
 }

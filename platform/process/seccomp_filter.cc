@@ -1,4 +1,4 @@
-#include "harness/process/seccomp_filter.h"
+#include "platform/process/seccomp_filter.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace densegate::harness {
+namespace densegate::platform {
 namespace {
 
 // Refused with EPERM whatever their arguments.
@@ -94,4 +94,4 @@ absl::StatusOr<std::string> SandboxSeccompProgram() {
   return program;
 }
 
-}  // namespace densegate::harness
+}  // namespace densegate::platform
