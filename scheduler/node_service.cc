@@ -158,94 +158,9 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
     std::optional<v1::Lease> next;
     bool claimed_with_verdict = false;
     switch (req->outcome_case()) {
-      case v1::FinishLeaseRequest::kVerdict: {
-        // The node's sample ids are local to its run: the verdict lists the
-        // store's ids of the samples streamed under this lease (after a
-        // scheduler restart, all samples of the evaluation).
-        v1::Verdict verdict = req->verdict();
-        verdict.clear_candidate_id();
-        verdict.mutable_provenance()->clear_sample_ids();
-        std::vector<int64_t> ids;
-        bool known = false;
-        bool merge_queue = false;
-        std::optional<v1::Candidate> candidate;
-        {
-          absl::MutexLock l(&s_->mu_);
-          auto it = s_->granted_leases_.find(lease.lease_id);
-          if (it != s_->granted_leases_.end()) {
-            ids = it->second.sample_ids;
-            known = true;
-            merge_queue = it->second.merge_queue;
-            candidate = it->second.candidate;
-            if (verdict.evaluation_id().empty()) verdict.set_evaluation_id(it->second.evaluation_id);
-          }
-        }
-        if (verdict.evaluation_id().empty()) return Invalid("verdict.evaluation_id is required");
-        if (!known) {
-          absl::StatusOr<std::vector<v1::Sample>> all = s_->store_->ListSamples(verdict.evaluation_id());
-          if (all.ok()) {
-            for (const v1::Sample& smp : *all) ids.push_back(smp.id());
-          }
-        }
-        for (int64_t id : ids) verdict.mutable_provenance()->add_sample_ids(id);
-        // What is stored is the scheduler's decision from those samples,
-        // never the node's own.
-        absl::StatusOr<v1::Verdict> decided =
-            s_->DecideHere(lease, verdict, candidate.has_value() ? &*candidate : nullptr);
-        if (!decided.ok()) {
-          st = s_->store_->FailLease(lease, std::string(decided.status().message())).status();
-          if (st.ok()) s_->ForgetLease(lease.lease_id);
-          break;
-        }
-        verdict = *std::move(decided);
-        // An active node's next claim goes with the verdict (one store call;
-        // on PostgreSQL one round trip). A merge-queue verdict first lets the
-        // merge queue queue its re-measure, and a due calibration goes
-        // through ClaimFor; so does a node that is not ACTIVE.
-        if (req->claim_next() && !merge_queue &&
-            !s_->PeriodicCalibrationDue(lease.node_id, /*start=*/false)) {
-          const absl::Time start = absl::Now();
-          absl::StatusOr<results::NextClaim> claimed =
-              s_->store_->FinishLeaseAndClaimNext(lease, verdict, s_->options_.lease_duration);
-          st = claimed.status();
-          if (claimed.ok() && claimed->node_state == v1::ACTIVE) {
-            s_->RecordClaim(absl::ToDoubleSeconds(absl::Now() - start), claimed->lease ? 1 : 0);
-            next = std::move(claimed->lease);
-            claimed_with_verdict = true;
-          }
-        } else {
-          st = s_->store_->FinishLease(lease, verdict);
-        }
-        // Kept after a failure: the node may retry (or the lease expires).
-        if (st.ok()) s_->ForgetLease(lease.lease_id);
-        if (st.ok() && results::InconclusiveForNoise(verdict)) {
-          // Noise left it undecided: its second part, when it kept budget
-          // for one. Missed here (an error, a crash), GetEvaluation queues it.
-          absl::StatusOr<v1::Evaluation> e = s_->store_->GetEvaluation(verdict.evaluation_id());
-          if (e.ok()) (void)s_->ContinueIfDue(*e);
-        }
-        if (st.ok() && verdict.decision() >= 0 && verdict.decision() < 4) {
-          ++s_->verdicts_[verdict.decision()];
-        }
-        // A lease this process granted knows whether its candidate aims at
-        // a branch (or re-measures one that does); one granted before a
-        // restart is looked up.
-        if (st.ok() && verdict.decision() == v1::ACCEPT && (merge_queue || !known)) {
-          // Accepted and aimed at a branch: into the merge queue (the
-          // merge loop lands it). Missed here (a crash right after the
-          // verdict), the sweep at the next start enqueues it.
-          absl::StatusOr<v1::Evaluation> e = s_->store_->GetEvaluation(verdict.evaluation_id());
-          if (e.ok()) (void)s_->merges_.Enqueue(*e);
-        }
-        if (st.ok() && merge_queue) {
-          // Land it, or queue the re-measure a moved tip needs, before this
-          // node claims again (claim_next below, or its next Synchronize):
-          // re-measures go ahead of other work, but left to the periodic
-          // advance, the node's next claim took the next queued job first.
-          s_->AdvanceMerges();
-        }
+      case v1::FinishLeaseRequest::kVerdict:
+        st = FinishWithVerdict(lease, *req, &next, &claimed_with_verdict);
         break;
-      }
       case v1::FinishLeaseRequest::kInfrastructureError:
         st = s_->store_->FailLease(lease, req->infrastructure_error()).status();
         if (st.ok()) s_->ForgetLease(lease.lease_id);
@@ -283,6 +198,104 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
   }
 
  private:
+  // The node's verdict: what is stored is the scheduler's decision from the
+  // samples streamed under the lease, then what follows from it (a second
+  // part, the merge queue). With claim_next, an active node's next lease
+  // comes back in *next from the same store call (*claimed_with_verdict).
+  absl::Status FinishWithVerdict(const results::LeaseRef& lease, const v1::FinishLeaseRequest& req,
+                                 std::optional<v1::Lease>* next, bool* claimed_with_verdict) {
+    // The node's sample ids are local to its run: the verdict lists the
+    // store's ids of the samples streamed under this lease (after a
+    // scheduler restart, all samples of the evaluation).
+    v1::Verdict verdict = req.verdict();
+    verdict.clear_candidate_id();
+    verdict.mutable_provenance()->clear_sample_ids();
+    std::vector<int64_t> ids;
+    bool known = false;
+    bool merge_queue = false;
+    std::optional<v1::Candidate> candidate;
+    {
+      absl::MutexLock l(&s_->mu_);
+      auto it = s_->granted_leases_.find(lease.lease_id);
+      if (it != s_->granted_leases_.end()) {
+        ids = it->second.sample_ids;
+        known = true;
+        merge_queue = it->second.merge_queue;
+        candidate = it->second.candidate;
+        if (verdict.evaluation_id().empty()) verdict.set_evaluation_id(it->second.evaluation_id);
+      }
+    }
+    if (verdict.evaluation_id().empty()) {
+      return absl::InvalidArgumentError("verdict.evaluation_id is required");
+    }
+    if (!known) {
+      absl::StatusOr<std::vector<v1::Sample>> all = s_->store_->ListSamples(verdict.evaluation_id());
+      if (all.ok()) {
+        for (const v1::Sample& smp : *all) ids.push_back(smp.id());
+      }
+    }
+    for (int64_t id : ids) verdict.mutable_provenance()->add_sample_ids(id);
+    // What is stored is the scheduler's decision from those samples,
+    // never the node's own.
+    absl::StatusOr<v1::Verdict> decided =
+        s_->DecideHere(lease, verdict, candidate.has_value() ? &*candidate : nullptr);
+    if (!decided.ok()) {
+      absl::Status st =
+          s_->store_->FailLease(lease, std::string(decided.status().message())).status();
+      if (st.ok()) s_->ForgetLease(lease.lease_id);
+      return st;
+    }
+    verdict = *std::move(decided);
+    // An active node's next claim goes with the verdict (one store call;
+    // on PostgreSQL one round trip). A merge-queue verdict first lets the
+    // merge queue queue its re-measure, and a due calibration goes
+    // through ClaimFor; so does a node that is not ACTIVE.
+    absl::Status st;
+    if (req.claim_next() && !merge_queue &&
+        !s_->PeriodicCalibrationDue(lease.node_id, /*start=*/false)) {
+      const absl::Time start = absl::Now();
+      absl::StatusOr<results::NextClaim> claimed =
+          s_->store_->FinishLeaseAndClaimNext(lease, verdict, s_->options_.lease_duration);
+      st = claimed.status();
+      if (claimed.ok() && claimed->node_state == v1::ACTIVE) {
+        s_->RecordClaim(absl::ToDoubleSeconds(absl::Now() - start), claimed->lease ? 1 : 0);
+        *next = std::move(claimed->lease);
+        *claimed_with_verdict = true;
+      }
+    } else {
+      st = s_->store_->FinishLease(lease, verdict);
+    }
+    // Kept after a failure: the node may retry (or the lease expires).
+    if (st.ok()) s_->ForgetLease(lease.lease_id);
+    if (st.ok() && results::InconclusiveForNoise(verdict)) {
+      // Noise left it undecided: its second part, when it kept budget
+      // for one. Missed here (an error, a crash), GetEvaluation queues it.
+      absl::StatusOr<v1::Evaluation> e = s_->store_->GetEvaluation(verdict.evaluation_id());
+      if (e.ok()) (void)s_->ContinueIfDue(*e);
+    }
+    if (st.ok() && verdict.decision() >= 0 && verdict.decision() < 4) {
+      ++s_->verdicts_[verdict.decision()];
+    }
+    // A lease this process granted knows whether its candidate aims at
+    // a branch (or re-measures one that does); one granted before a
+    // restart is looked up.
+    if (st.ok() && verdict.decision() == v1::ACCEPT && (merge_queue || !known)) {
+      // Accepted and aimed at a branch: into the merge queue (the
+      // merge loop lands it). Missed here (a crash right after the
+      // verdict), the sweep at the next start enqueues it.
+      absl::StatusOr<v1::Evaluation> e = s_->store_->GetEvaluation(verdict.evaluation_id());
+      if (e.ok()) (void)s_->merges_.Enqueue(*e);
+    }
+    if (st.ok() && merge_queue) {
+      // Land it, or queue the re-measure a moved tip needs, before this
+      // node claims again (claim_next below, or its next Synchronize):
+      // re-measures go ahead of other work, but left to the periodic
+      // advance, the node's next claim took the next queued job first.
+      s_->AdvanceMerges();
+    }
+    return st;
+  }
+
   Scheduler* s_;
 };
 

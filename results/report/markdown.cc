@@ -17,7 +17,6 @@ using json = nlohmann::json;
 using internal::BisectCells;
 using internal::CandidateCells;
 using internal::ChangePointCells;
-using internal::Headline;
 using internal::kBisectHeaders;
 using internal::kCandidateHeaders;
 using internal::kChangePointHeaders;
@@ -41,19 +40,10 @@ std::string MarkdownTable(const std::vector<std::string>& headers,
   return out;
 }
 
-}  // namespace
-
-std::string RenderMarkdown(const json& r) {
-  std::string md;
+// The headline (cumulative speedups) and the timeline of landed commits.
+void HeadlineAndTimeline(const json& r, std::string* out) {
+  std::string& md = *out;
   auto line = [&](const std::string& text) { absl::StrAppend(&md, text, "\n"); };
-  const std::string scope = absl::StrCat(
-      r["repo"].get<std::string>().empty() ? "all repositories" : r["repo"].get<std::string>(),
-      r["branch"].get<std::string>().empty() ? "" : ", branch " + r["branch"].get<std::string>(),
-      r["since"].is_null() ? "" : ", since " + r["since"].get<std::string>());
-  line("# densegate report");
-  line("");
-  line(absl::StrCat(scope, "; generated ", r["generated_at"].get<std::string>(), "."));
-  line("");
   line("## Headline");
   line("");
   if (r["headline"].empty()) {
@@ -89,15 +79,12 @@ std::string RenderMarkdown(const json& r) {
                                                  s["unit"].get<std::string>())));
     }
   }
-  line("");
-  line("## Candidates");
-  line("");
-  if (r["candidates"].empty()) {
-    line("No evaluation finished in this period.");
-  } else {
-    md += MarkdownTable(kCandidateHeaders, Rows(r["candidates"], CandidateCells));
-  }
-  line("");
+}
+
+// The rejected candidates, grouped by the reason that decided them.
+void Rejected(const json& r, std::string* out) {
+  std::string& md = *out;
+  auto line = [&](const std::string& text) { absl::StrAppend(&md, text, "\n"); };
   line("## Rejected, by reason");
   if (r["rejected"].empty()) {
     line("");
@@ -113,7 +100,12 @@ std::string RenderMarkdown(const json& r) {
                            c.contains("reason") ? c["reason"]["message"].get<std::string>() : ""));
     }
   }
-  line("");
+}
+
+// The precision curves, one table per suite and commit.
+void Precision(const json& r, std::string* out) {
+  std::string& md = *out;
+  auto line = [&](const std::string& text) { absl::StrAppend(&md, text, "\n"); };
   line("## Precision: error against fp64 by context length");
   if (r["precision"].empty()) {
     line("");
@@ -135,7 +127,12 @@ std::string RenderMarkdown(const json& r) {
                            p["candidate"][i][1].get<double>()));
     }
   }
-  line("");
+}
+
+// Each bisection with its steps.
+void Bisections(const json& r, std::string* out) {
+  std::string& md = *out;
+  auto line = [&](const std::string& text) { absl::StrAppend(&md, text, "\n"); };
   line("## Bisections");
   if (r["bisections"].empty()) {
     line("");
@@ -150,6 +147,36 @@ std::string RenderMarkdown(const json& r) {
     line("");
     md += MarkdownTable(kBisectHeaders, Rows(b["steps"], BisectCells));
   }
+}
+
+}  // namespace
+
+std::string RenderMarkdown(const json& r) {
+  std::string md;
+  auto line = [&](const std::string& text) { absl::StrAppend(&md, text, "\n"); };
+  const std::string scope = absl::StrCat(
+      r["repo"].get<std::string>().empty() ? "all repositories" : r["repo"].get<std::string>(),
+      r["branch"].get<std::string>().empty() ? "" : ", branch " + r["branch"].get<std::string>(),
+      r["since"].is_null() ? "" : ", since " + r["since"].get<std::string>());
+  line("# densegate report");
+  line("");
+  line(absl::StrCat(scope, "; generated ", r["generated_at"].get<std::string>(), "."));
+  line("");
+  HeadlineAndTimeline(r, &md);
+  line("");
+  line("## Candidates");
+  line("");
+  if (r["candidates"].empty()) {
+    line("No evaluation finished in this period.");
+  } else {
+    md += MarkdownTable(kCandidateHeaders, Rows(r["candidates"], CandidateCells));
+  }
+  line("");
+  Rejected(r, &md);
+  line("");
+  Precision(r, &md);
+  line("");
+  Bisections(r, &md);
   line("");
   line("## Change points");
   line("");

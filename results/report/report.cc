@@ -322,6 +322,94 @@ absl::StatusOr<json> ChangePoints(Store& store, const std::vector<v1::Evaluation
   return out;
 }
 
+// The timeline step of merged candidate `e` for metric `m`, after `last`
+// (the metric's previous merged step, or null): its value (the last
+// measured one when the inputs were identical) and the cumulative speedup.
+json TimelineStep(const v1::Evaluation& e, const v1::MetricComparison& m, const json* last) {
+  auto product = [&](const char* key, double x) {
+    return (last != nullptr ? (*last)[key].get<double>() : 1.0) * x;
+  };
+  return {{"evaluation", e.id()},
+          {"merged_sha", e.merge().merged_sha().substr(0, 12)},
+          {"decided_at", Time(e.verdict().decided_at())},
+          {"unit", m.unit()},
+          // Not measured: the tip's value did not move.
+          {"value", !m.inputs_identical() ? json(m.candidate())
+                    : last != nullptr     ? (*last)["value"]
+                                          : json(nullptr)},
+          {"inputs_identical", m.inputs_identical()},
+          {"speedup", m.speedup()},
+          {"cumulative", product("cumulative", m.speedup())},
+          {"cumulative_low", product("cumulative_low", m.ci_low())},
+          {"cumulative_high", product("cumulative_high", m.ci_high())}};
+}
+
+// Precision curves of the most recent evaluations that ran the stage.
+json PrecisionCharts(const std::vector<v1::Evaluation>& evaluations) {
+  json charts = json::array();
+  auto points = [](const auto& list) {
+    json out = json::array();
+    for (const v1::PrecisionPoint& p : list) out.push_back({p.length(), p.rel_rms()});
+    return out;
+  };
+  for (auto e = evaluations.rbegin(); e != evaluations.rend(); ++e) {
+    for (const v1::Stage& stage : e->verdict().stages()) {
+      if (stage.kind() != v1::PRECISION) continue;
+      for (const v1::PrecisionCurve& c : stage.curves()) {
+        if (charts.size() >= kMaxPrecisionCharts) return charts;
+        charts.push_back(
+            {{"evaluation", e->id()},
+             {"commit", e->candidate().candidate_sha().substr(0, 12)},
+             {"decision", absl::AsciiStrToLower(v1::Decision_Name(e->verdict().decision()))},
+             {"suite", c.suite()},
+             {"op", c.op()},
+             {"bound", c.max_rel_rms()},
+             {"baseline", points(c.baseline())},
+             {"candidate", points(c.candidate())}});
+      }
+    }
+  }
+  return charts;
+}
+
+// Each node's state and whether it gets gate work. The repository's noise
+// limit is the one its latest verdict applied (the baseline manifest's
+// max_calibration_noise): a node above it is quarantined for this
+// repository's gate work, whatever its state.
+absl::StatusOr<json> NodeRows(Store& store, const std::vector<v1::Evaluation>& all,
+                              const std::string& repo) {
+  double repo_noise_limit = 0;
+  for (const v1::Evaluation& e : all) {
+    const double limit = e.verdict().provenance().policy_parameters().max_calibration_noise();
+    if (limit > 0) repo_noise_limit = limit;
+  }
+  absl::StatusOr<std::vector<v1::Node>> nodes = store.ListNodes({});
+  if (!nodes.ok()) return nodes.status();
+  json rows = json::array();
+  for (const v1::Node& n : *nodes) {
+    std::string gate_work = "yes";
+    if (n.state() == v1::QUARANTINED) {
+      gate_work = "none: quarantined, its calibration noise over the scheduler's limit; it "
+                  "calibrates again each minute";
+    } else if (n.state() == v1::DISTRUSTED) {
+      gate_work = "none: distrusted (a verdict of it was contradicted)";
+    } else if (n.state() != v1::ACTIVE) {
+      gate_work = "none while " + absl::AsciiStrToLower(v1::NodeState_Name(n.state()));
+    } else if (!repo.empty() && repo_noise_limit > 0 && n.calibration_noise() > repo_noise_limit) {
+      gate_work = absl::StrFormat(
+          "none from this repository: quarantined for it, calibration noise %.2f%% over its "
+          "max_calibration_noise %.2f%%; it calibrates again while that work waits",
+          100 * n.calibration_noise(), 100 * repo_noise_limit);
+    }
+    rows.push_back({{"name", n.name()},
+                    {"state", absl::AsciiStrToLower(v1::NodeState_Name(n.state()))},
+                    {"calibration_noise", n.calibration_noise()},
+                    {"gate_work", gate_work},
+                    {"fingerprint", n.dimensions().fingerprint()}});
+  }
+  return rows;
+}
+
 }  // namespace
 
 absl::StatusOr<json> BuildReport(Store& store, const ReportRequest& request, absl::Time now) {
@@ -351,60 +439,18 @@ absl::StatusOr<json> BuildReport(Store& store, const ReportRequest& request, abs
   for (const v1::Evaluation& e : evaluations) {
     json row = CandidateRow(e);
     report["candidates"].push_back(row);
-    const v1::Verdict& v = e.verdict();
-    if (v.decision() == v1::REJECT) {
+    if (e.verdict().decision() == v1::REJECT) {
       const std::string code = row.contains("reason") ? row["reason"]["code"].get<std::string>()
                                                       : "unspecified";
       rejected[code].push_back(row);
     }
     if (e.merge().state() != v1::MERGED) continue;
-    for (const auto& m : v.metrics()) {
+    for (const auto& m : e.verdict().metrics()) {
       json& steps = timeline[m.metric()];
-      const json* last = steps.empty() ? nullptr : &steps.back();
-      auto product = [&](const char* key, double x) {
-        return (last != nullptr ? (*last)[key].get<double>() : 1.0) * x;
-      };
-      steps.push_back({{"evaluation", e.id()},
-                       {"merged_sha", e.merge().merged_sha().substr(0, 12)},
-                       {"decided_at", Time(v.decided_at())},
-                       {"unit", m.unit()},
-                       // Not measured: the tip's value did not move.
-                       {"value", !m.inputs_identical() ? json(m.candidate())
-                                 : last != nullptr     ? (*last)["value"]
-                                                       : json(nullptr)},
-                       {"inputs_identical", m.inputs_identical()},
-                       {"speedup", m.speedup()},
-                       {"cumulative", product("cumulative", m.speedup())},
-                       {"cumulative_low", product("cumulative_low", m.ci_low())},
-                       {"cumulative_high", product("cumulative_high", m.ci_high())}});
+      steps.push_back(TimelineStep(e, m, steps.empty() ? nullptr : &steps.back()));
     }
   }
-
-  // Precision curves of the most recent evaluations that ran the stage.
-  report["precision"] = json::array();
-  for (auto e = evaluations.rbegin(); e != evaluations.rend(); ++e) {
-    for (const v1::Stage& stage : e->verdict().stages()) {
-      if (stage.kind() != v1::PRECISION) continue;
-      for (const v1::PrecisionCurve& c : stage.curves()) {
-        if (report["precision"].size() >= kMaxPrecisionCharts) break;
-        auto points = [](const auto& list) {
-          json out = json::array();
-          for (const v1::PrecisionPoint& p : list) out.push_back({p.length(), p.rel_rms()});
-          return out;
-        };
-        report["precision"].push_back(
-            {{"evaluation", e->id()},
-             {"commit", e->candidate().candidate_sha().substr(0, 12)},
-             {"decision", absl::AsciiStrToLower(v1::Decision_Name(e->verdict().decision()))},
-             {"suite", c.suite()},
-             {"op", c.op()},
-             {"bound", c.max_rel_rms()},
-             {"baseline", points(c.baseline())},
-             {"candidate", points(c.candidate())}});
-      }
-    }
-  }
-
+  report["precision"] = PrecisionCharts(evaluations);
   report["bisections"] = Bisections(evaluations);
 
   report["headline"] = json::array();
@@ -424,40 +470,9 @@ absl::StatusOr<json> BuildReport(Store& store, const ReportRequest& request, abs
   absl::StatusOr<json> change_points = ChangePoints(store, *all, request.branch);
   if (!change_points.ok()) return change_points.status();
   report["change_points"] = *std::move(change_points);
-
-  // The repository's noise limit as its latest verdict applied it (the
-  // baseline manifest's max_calibration_noise): a node above it is
-  // quarantined for this repository's gate work, whatever its state.
-  double repo_noise_limit = 0;
-  for (const v1::Evaluation& e : *all) {
-    const double limit = e.verdict().provenance().policy_parameters().max_calibration_noise();
-    if (limit > 0) repo_noise_limit = limit;
-  }
-  absl::StatusOr<std::vector<v1::Node>> nodes = store.ListNodes({});
+  absl::StatusOr<json> nodes = NodeRows(store, *all, request.repo);
   if (!nodes.ok()) return nodes.status();
-  report["nodes"] = json::array();
-  for (const v1::Node& n : *nodes) {
-    std::string gate_work = "yes";
-    if (n.state() == v1::QUARANTINED) {
-      gate_work = "none: quarantined, its calibration noise over the scheduler's limit; it "
-                  "calibrates again each minute";
-    } else if (n.state() == v1::DISTRUSTED) {
-      gate_work = "none: distrusted (a verdict of it was contradicted)";
-    } else if (n.state() != v1::ACTIVE) {
-      gate_work = "none while " + absl::AsciiStrToLower(v1::NodeState_Name(n.state()));
-    } else if (!request.repo.empty() && repo_noise_limit > 0 &&
-               n.calibration_noise() > repo_noise_limit) {
-      gate_work = absl::StrFormat(
-          "none from this repository: quarantined for it, calibration noise %.2f%% over its "
-          "max_calibration_noise %.2f%%; it calibrates again while that work waits",
-          100 * n.calibration_noise(), 100 * repo_noise_limit);
-    }
-    report["nodes"].push_back({{"name", n.name()},
-                               {"state", absl::AsciiStrToLower(v1::NodeState_Name(n.state()))},
-                               {"calibration_noise", n.calibration_noise()},
-                               {"gate_work", gate_work},
-                               {"fingerprint", n.dimensions().fingerprint()}});
-  }
+  report["nodes"] = *std::move(nodes);
   return report;
 }
 
