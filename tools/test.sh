@@ -27,11 +27,22 @@ elif pg_env="$(tools/pg_cluster.sh start)"; then
 fi
 
 status=0
+# Each step's wall time goes to an artifact, not to a file under version
+# control: $DENSEGATE_TIMINGS (default ci-artifacts/timings.tsv), one line
+# per step: its name, seconds, exit status.
+timings="${DENSEGATE_TIMINGS:-$root/ci-artifacts/timings.tsv}"
+mkdir -p "$(dirname "$timings")"
+printf 'step\tseconds\tstatus\n' >"$timings"
+timed() {  # timed NAME START_SECONDS STATUS
+  printf '%s\t%d\t%d\n' "$1" $((SECONDS - $2)) "$3" >>"$timings"
+}
 run() {
   echo "== bazel test $*" >&2
+  local start=$SECONDS
   bazel test --color=no --curses=no "$@" 2>&1 | tee -a "$log"
   local rc=${PIPESTATUS[0]}
   [[ $rc -ne 0 ]] && status=$rc
+  timed "bazel test $*" "$start" "$rc"
   return 0
 }
 
@@ -59,6 +70,7 @@ run --config=tsan //results/store/... //harness/... //platform/...
 # be accepted may end inconclusive; a wrong accept or reject still fails.
 # The report check then holds the page to report.json: cards and a merged
 # candidate when the run merged one, the empty headline when it merged none.
+demo_start=$SECONDS
 demo_out="$(mktemp -d -t densegate-demo.XXXXXX)"
 echo "== densegate demo --quick --allow_inconclusive (output in $demo_out)" >&2
 if bazel build --color=no --curses=no -c opt //:densegate >>"$log" 2>&1 &&
@@ -68,9 +80,11 @@ if bazel build --color=no --curses=no -c opt //:densegate >>"$log" 2>&1 &&
    tools/check_report.sh "$demo_out/report.html" >>"$demo_out/demo.log" 2>&1; then
   tail -n 30 "$demo_out/demo.log"
   echo "//:demo_quick PASSED" | tee -a "$log"
+  timed "demo --quick" "$demo_start" 0
 else
   tail -n 60 "$demo_out/demo.log"
   echo "//:demo_quick FAILED (output in $demo_out)" | tee -a "$log"
+  timed "demo --quick" "$demo_start" 1
   status=1
 fi
 
@@ -99,5 +113,8 @@ failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|FLAKY|NO STATUS|INCOM
 if [[ $status -ne 0 && $failed -eq 0 ]]; then
   failed=1  # Bazel failed before any test ran (analysis or build error).
 fi
+timed "total" 0 "$status"
+echo "timings ($timings):" >&2
+column -t -s $'\t' "$timings" >&2 2>/dev/null || cat "$timings" >&2
 echo "tests: $passed passed, $failed failed"
 exit $status
