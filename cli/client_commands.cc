@@ -380,6 +380,16 @@ struct IdArgs {
   std::string reason;
 };
 
+// One evaluation as JSON (--json) or as PrintEvaluation's text; exit 0.
+int ShowOne(const ClientArgs& client, const v1::Evaluation& e) {
+  if (client.json) {
+    std::cout << Json(e) << "\n";
+  } else {
+    PrintEvaluation(e);
+  }
+  return 0;
+}
+
 int ShowEvaluation(const IdArgs& args) {
   auto stub = Stub(args.client);
   grpc::ClientContext ctx;
@@ -388,12 +398,7 @@ int ShowEvaluation(const IdArgs& args) {
   req.set_id(args.id);
   v1::Evaluation e;
   if (grpc::Status s = stub->GetEvaluation(&ctx, req, &e); !s.ok()) return Fail("status", s);
-  if (args.client.json) {
-    std::cout << Json(e) << "\n";
-  } else {
-    PrintEvaluation(e);
-  }
-  return 0;
+  return ShowOne(args.client, e);
 }
 
 int CancelEvaluation(const IdArgs& args) {
@@ -405,12 +410,7 @@ int CancelEvaluation(const IdArgs& args) {
   req.set_reason(args.reason);
   v1::Evaluation e;
   if (grpc::Status s = stub->CancelEvaluation(&ctx, req, &e); !s.ok()) return Fail("cancel", s);
-  if (args.client.json) {
-    std::cout << Json(e) << "\n";
-  } else {
-    PrintEvaluation(e);
-  }
-  return 0;
+  return ShowOne(args.client, e);
 }
 
 struct ListArgs {
