@@ -104,14 +104,14 @@ TEST(CliTest, InvalidManifestListsEveryErrorWithFieldPath) {
     "schema_version": 1,
     "name": "x",
     "build": {"command": "make"},
-    "precision": [{"name": "p", "op": "matmul", "runner": "r",
+    "precision": [{"name": "p", "op": "MatMul", "runner": "r",
                    "lengths": [4096, 1024], "max_rel_rms": 1e-3}],
     "protected_paths": ["densegate.json"]
   })");
   Result r = RunDensegate("manifest check " + path);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.output, HasSubstr("2 errors"));
-  EXPECT_THAT(r.output, HasSubstr("precision[0].op: unknown op \"matmul\""));
+  EXPECT_THAT(r.output, HasSubstr("precision[0].op: \"MatMul\": must be an op"));
   EXPECT_THAT(r.output, HasSubstr("precision[0].lengths[1]: lengths must be strictly increasing"));
 }
 

@@ -46,7 +46,7 @@ int Report(const ReportArgs& a) {
               << "\n";
     return kExitInfrastructure;
   }
-  absl::StatusOr<nlohmann::json> report = results::BuildReport(**store, request, absl::Now());
+  absl::StatusOr<results::Report> report = results::BuildReport(**store, request, absl::Now());
   if (!report.ok()) {
     std::cerr << "densegate report: " << report.status().message() << "\n";
     return kExitInfrastructure;
@@ -54,9 +54,7 @@ int Report(const ReportArgs& a) {
   for (const std::string& f : formats) {
     const std::string path = a.out + "/report." + f;
     std::ofstream file(path);
-    file << (f == "html" ? results::RenderHtml(*report)
-             : f == "md" ? results::RenderMarkdown(*report)
-                         : report->dump(2) + "\n");
+    file << results::RenderReportFile(*report, f);
     if (!file) {
       std::cerr << "densegate report: cannot write " << path << "\n";
       return kExitInfrastructure;

@@ -29,7 +29,6 @@
 #include "grpcpp/grpcpp.h"
 #include "platform/process/launcher.h"
 #include "platform/git/git.h"
-#include "nlohmann/json.hpp"
 #include "proto/densegate.grpc.pb.h"
 #include "manifest/manifest.h"
 #include "results/report/report.h"
@@ -300,14 +299,12 @@ absl::Status Demo::WriteReport() {
   if (!store.ok()) return store.status();
   results::ReportRequest request;
   request.repo = repo_.dir;
-  absl::StatusOr<nlohmann::json> report = results::BuildReport(**store, request, absl::Now());
+  absl::StatusOr<results::Report> report = results::BuildReport(**store, request, absl::Now());
   if (!report.ok()) return report.status();
   for (const char* format : {"html", "md", "json"}) {
     const std::string path = absl::StrCat(o_.out_dir, "/report.", format);
     std::ofstream file(path);
-    file << (std::string(format) == "html" ? results::RenderHtml(*report)
-             : std::string(format) == "md" ? results::RenderMarkdown(*report)
-                                           : report->dump(2) + "\n");
+    file << results::RenderReportFile(*report, format);
     if (!file) return absl::InternalError("cannot write " + path);
   }
   out_ << absl::StrFormat("\nreport: %s/report.html (also report.md, report.json)\n",

@@ -59,10 +59,6 @@ class DirectoryTree : public RepoTree {
 // The name the manifest has at a repository's root.
 inline constexpr absl::string_view kManifestFileName = "densegate.json";
 
-// Ops the precision stage knows (a kernel check may name any op its
-// runner implements).
-const std::vector<std::string>& KnownPrecisionOps();
-
 // A benchmark command's first word: when its inputs can be compared, its
 // executable's path relative to the checkout.
 std::string BenchmarkExecutable(const densegate::v1::BenchmarkSpec& b);

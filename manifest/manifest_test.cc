@@ -55,7 +55,7 @@ json ValidManifest() {
     "precision": [
       {"name": "decode-long", "op": "kda_decode", "runner": "bin/runner",
        "lengths": [1024, 4096, 65536], "max_rel_rms": 1e-3,
-       "params": {"gate_scale": 1000}}
+       "shape": {"heads": 1, "k": 128, "v": 128}, "params": {"gate_scale": 1000}}
     ],
     "benchmarks": [
       {"name": "micro", "kind": "GOOGLE_BENCHMARK", "command": "bin/bench",
@@ -238,18 +238,18 @@ INSTANTIATE_TEST_SUITE_P(
         {"OutputsOnAGoogleBenchmark",
          [](json& j) { j["benchmarks"][0]["outputs"]["source"] = "outputs"; },
          "benchmarks[0].outputs", "only used with kind JSON_COMMAND"},
-        {"UnknownPrecisionOp",
-         [](json& j) { j["precision"][0]["op"] = "quantize_int8"; },
-         "precision[0].op", "unknown op \"quantize_int8\""},
-        {"MissingShapeKey",
-         [](json& j) { j["kernel_checks"][0]["shape"].erase("heads"); },
-         "kernel_checks[0].shape.heads", "required for op kda_decode"},
-        {"ShapeOutOfRange",
-         [](json& j) { j["kernel_checks"][0]["shape"]["k"] = 512; },
-         "kernel_checks[0].shape.k", "between 1 and 256, got 512"},
-        {"UnexpectedShapeKey",
-         [](json& j) { j["kernel_checks"][0]["shape"]["tokens"] = 4; },
-         "kernel_checks[0].shape.tokens", "has no shape parameter"},
+        {"PrecisionOpNotAWord",
+         [](json& j) { j["precision"][0]["op"] = "KDA decode"; },
+         "precision[0].op", "lowercase letters, digits and _"},
+        {"PrecisionShapeSetsTheLength",
+         [](json& j) { j["precision"][0]["shape"]["tokens"] = 4096; },
+         "precision[0].shape.tokens", "set by the harness to each context length"},
+        {"ShapeValueNotPositive",
+         [](json& j) { j["kernel_checks"][0]["shape"]["k"] = 0; },
+         "kernel_checks[0].shape.k", "between 1 and 1073741824, got 0"},
+        {"ShapeKeyNotAWord",
+         [](json& j) { j["kernel_checks"][0]["shape"]["Heads"] = 4; },
+         "kernel_checks[0].shape.Heads", "a shape parameter"},
         {"EmptyLengths", [](json& j) { j["precision"][0]["lengths"] = json::array(); },
          "precision[0].lengths", "at least one context length"},
         {"NonIncreasingLengths",
@@ -392,7 +392,7 @@ TEST(ManifestTest, SyntaxErrorNamesLineAndColumn) {
 TEST(ManifestTest, ReportsEveryErrorNotJustTheFirst) {
   json j = ValidManifest();
   j["build"].erase("command");
-  j["precision"][0]["op"] = "nope";
+  j["precision"][0]["op"] = "Not An Op";
   j["gate"]["confidence"] = 2;
   EXPECT_GE(ParseAndValidate(j).size(), 3) << Describe(ParseAndValidate(j));
 }

@@ -30,22 +30,10 @@ constexpr int kMaxTimeoutSeconds = 24 * 3600;
 constexpr int64_t kMaxPrecisionLength = 1 << 20;
 constexpr int kMaxPairsLimit = 10000;
 
-// Shape keys each kernel op needs, with the largest value accepted.
-struct ShapeKey {
-  const char* name;
-  int64_t max;
-};
-const std::map<std::string, std::vector<ShapeKey>>& OpShapes() {
-  static const auto* shapes = new std::map<std::string, std::vector<ShapeKey>>{
-      {"kda_decode", {{"batch", 4096}, {"heads", 256}, {"k", 256}, {"v", 256}}},
-      {"kda_prefill", {{"heads", 256}, {"k", 256}, {"v", 256}, {"tokens", kMaxPrecisionLength}}},
-      {"quantize_bf16", {{"tokens", 1 << 20}, {"heads", 256}, {"dim", 1024}}},
-      {"quantize_fp8_e4m3", {{"tokens", 1 << 20}, {"heads", 256}, {"dim", 1024}}},
-      {"quantize_fp8_e5m2", {{"tokens", 1 << 20}, {"heads", 256}, {"dim", 1024}}},
-      {"quantize_int8", {{"tokens", 1 << 20}, {"heads", 256}, {"dim", 1024}}},
-  };
-  return *shapes;
-}
+// The largest shape value a manifest may hold. The ops and their own limits
+// are the runner's: it describes (or refuses) each shape when the
+// evaluation asks, and its message becomes the stage's.
+constexpr int64_t kMaxShapeValue = int64_t{1} << 30;
 
 const std::set<std::string>& GoogleBenchmarkFields() {
   static const auto* fields = new std::set<std::string>{
@@ -115,43 +103,6 @@ class UniqueNames {
   std::map<std::string, std::string> first_;
 };
 
-void CheckShape(Checker& c, const std::string& field, const std::string& op,
-                const pb::Map<std::string, int64_t>& shape) {
-  auto it = OpShapes().find(op);
-  if (it == OpShapes().end()) return;  // Another runner's op: it describes its own shapes.
-  std::vector<std::string> expected;
-  for (const ShapeKey& key : it->second) {
-    expected.push_back(key.name);
-    auto value = shape.find(key.name);
-    if (value == shape.end()) {
-      c.Error(absl::StrCat(field, ".", key.name),
-              absl::StrFormat("required for op %s", op));
-    } else if (value->second < 1 || value->second > key.max) {
-      c.Error(absl::StrCat(field, ".", key.name),
-              absl::StrFormat("must be between 1 and %d, got %d", key.max,
-                              value->second));
-    }
-  }
-  for (const auto& [key, value] : shape) {
-    if (std::find(expected.begin(), expected.end(), key) == expected.end()) {
-      c.Error(absl::StrCat(field, ".", key),
-              absl::StrFormat("op %s has no shape parameter \"%s\"; expected %s",
-                              op, key, absl::StrJoin(expected, ", ")));
-    }
-  }
-}
-
-void CheckOp(Checker& c, const std::string& field, const std::string& op,
-             const std::vector<std::string>& known) {
-  if (op.empty()) {
-    c.Error(field, absl::StrFormat("required: one of %s",
-                                   absl::StrJoin(known, ", ")));
-  } else if (std::find(known.begin(), known.end(), op) == known.end()) {
-    c.Error(field, absl::StrFormat("unknown op \"%s\"; expected one of %s", op,
-                                   absl::StrJoin(known, ", ")));
-  }
-}
-
 // A lowercase identifier ([a-z0-9_]+): what names an op or a variant.
 void CheckWord(Checker& c, const std::string& field, const std::string& word,
                const char* what) {
@@ -162,6 +113,21 @@ void CheckWord(Checker& c, const std::string& field, const std::string& word,
   if (!ok) {
     c.Error(field, absl::StrFormat("%s\"%s\": must be %s in lowercase letters, digits and _",
                                    word.empty() ? "required: " : "", word, what));
+  }
+}
+
+// Shape keys are words with values in [1, kMaxShapeValue]; `reserved` (the
+// key the harness sets itself, if any) may not appear.
+void CheckShape(Checker& c, const std::string& field, const pb::Map<std::string, int64_t>& shape,
+                const char* reserved = nullptr) {
+  for (const auto& [key, value] : shape) {
+    const std::string f = absl::StrCat(field, ".", key);
+    CheckWord(c, f, key, "a shape parameter, e.g. heads");
+    if (reserved != nullptr && key == reserved) {
+      c.Error(f, "set by the harness to each context length; leave it out");
+    } else if (value < 1 || value > kMaxShapeValue) {
+      c.Error(f, absl::StrFormat("must be between 1 and %d, got %d", kMaxShapeValue, value));
+    }
   }
 }
 
@@ -208,12 +174,12 @@ void CheckKernelChecks(Checker& c, const Manifest& m, UniqueNames& suites,
     std::string f = Indexed("kernel_checks", i);
     c.NonEmpty(f + ".name", k.name(), "a check name");
     suites.Add(c, f + ".name", k.name());
-    // Any op the repository's runner implements (it describes its buffers);
-    // the ops of this repository's runner also get their shapes checked.
+    // Any op the repository's runner implements: it describes its buffers,
+    // or says what is wrong with the shape, when the evaluation runs.
     CheckWord(c, f + ".op", k.op(), "an op of the kernel runner, e.g. kda_decode");
     c.NonEmpty(f + ".runner", k.runner(), "path of the kernel runner binary");
     CheckRelativePath(c, f + ".runner", k.runner());
-    CheckShape(c, f + ".shape", k.op(), k.shape());
+    CheckShape(c, f + ".shape", k.shape());
     c.PositiveFinite(f + ".max_rel_rms", k.max_rel_rms(), "the error bound");
     if (k.calls() < 0 || k.calls() > 100000) {
       c.Error(f + ".calls",
@@ -231,7 +197,8 @@ void CheckPrecision(Checker& c, const Manifest& m, UniqueNames& suites) {
     std::string f = Indexed("precision", i);
     c.NonEmpty(f + ".name", p.name(), "a suite name");
     suites.Add(c, f + ".name", p.name());
-    CheckOp(c, f + ".op", p.op(), KnownPrecisionOps());
+    CheckWord(c, f + ".op", p.op(), "an op of the kernel runner that takes shape.tokens");
+    CheckShape(c, f + ".shape", p.shape(), "tokens");
     c.NonEmpty(f + ".runner", p.runner(), "path of the kernel runner binary");
     CheckRelativePath(c, f + ".runner", p.runner());
     if (p.lengths().empty()) {
@@ -465,11 +432,6 @@ void CheckProtectedPaths(Checker& c, const Manifest& m, const RepoTree& repo) {
 }
 
 }  // namespace
-
-const std::vector<std::string>& KnownPrecisionOps() {
-  static const auto* ops = new std::vector<std::string>{"kda_decode", "kda_prefill"};
-  return *ops;
-}
 
 std::vector<ManifestError> ValidateManifest(const Manifest& m,
                                             const RepoTree& repo) {

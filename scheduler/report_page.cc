@@ -20,7 +20,7 @@ absl::StatusOr<v1::Report> Scheduler::RenderReport(const v1::GetReportRequest& r
     r.since = absl::FromUnixNanos(
         google::protobuf::util::TimeUtil::TimestampToNanoseconds(request.since()));
   }
-  absl::StatusOr<nlohmann::json> data = results::BuildReport(*store_, r, absl::Now());
+  absl::StatusOr<results::Report> data = results::BuildReport(*store_, r, absl::Now());
   if (!data.ok()) return data.status();
   v1::Report report;
   report.set_format(request.format() == v1::REPORT_FORMAT_UNSPECIFIED ? v1::HTML
@@ -32,7 +32,7 @@ absl::StatusOr<v1::Report> Scheduler::RenderReport(const v1::GetReportRequest& r
       break;
     case v1::JSON:
       report.set_content_type("application/json");
-      report.set_content(data->dump(2));
+      report.set_content(results::ReportToJson(*data).dump(2));
       break;
     default:
       report.set_content_type("text/html; charset=utf-8");

@@ -432,7 +432,8 @@ TEST_F(EvalTest, APrecisionSweepsBaselineHalfIsComputedOncePerBaselineRunner) {
                             {"runner", "runner"},
                             {"lengths", {256, 1024}},
                             {"max_rel_rms", 2e-3},
-                            {"params", {{"k", 32}, {"v", 32}, {"gate_scale", 100}}}}};
+                            {"shape", {{"heads", 1}, {"k", 32}, {"v", 32}}},
+                            {"params", {{"gate_scale", 100}}}}};
   Write("densegate.json", manifest.dump(2));
   Commit("a precision suite");
   Commit("candidate 1");

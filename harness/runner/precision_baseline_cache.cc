@@ -18,8 +18,11 @@ std::string PrecisionBaselineKey(const std::string& runner_digest,
                                  const v1::PrecisionSuite& suite) {
   // Sorted: a protobuf map's iteration order is unspecified.
   const std::map<std::string, double> params(suite.params().begin(), suite.params().end());
+  const std::map<std::string, int64_t> shape(suite.shape().begin(), suite.shape().end());
   std::string key =
       absl::StrCat(runner_digest, "|", suite.op(), "|", absl::StrJoin(suite.lengths(), ","), "|");
+  for (const auto& [name, value] : shape) absl::StrAppendFormat(&key, "%s=%d;", name, value);
+  key += "|";
   for (const auto& [name, value] : params) absl::StrAppendFormat(&key, "%s=%.17g;", name, value);
   return key;
 }

@@ -20,7 +20,7 @@ v1::PrecisionSuite Suite() {
   s.set_runner("bazel-bin/runner");
   for (int64_t len : {1024, 4096}) s.add_lengths(len);
   (*s.mutable_params())["gate_scale"] = 1000;
-  (*s.mutable_params())["k"] = 64;
+  (*s.mutable_shape())["k"] = 64;
   return s;
 }
 
@@ -38,6 +38,9 @@ TEST(PrecisionBaselineKeyTest, WhatTheBaselineHalfDependsOnChangesTheKey) {
   v1::PrecisionSuite slower = Suite();
   (*slower.mutable_params())["gate_scale"] = 1000.5;
   EXPECT_NE(PrecisionBaselineKey("d1", slower), key);
+  v1::PrecisionSuite wider = Suite();
+  (*wider.mutable_shape())["k"] = 128;
+  EXPECT_NE(PrecisionBaselineKey("d1", wider), key);
   v1::PrecisionSuite prefill = Suite();
   prefill.set_op("kda_prefill");
   EXPECT_NE(PrecisionBaselineKey("d1", prefill), key);

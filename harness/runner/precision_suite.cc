@@ -27,22 +27,12 @@ PrecisionReport Report(Outcome o, std::string message) {
   return r;
 }
 
-int64_t IntParam(const v1::PrecisionSuite& s, const char* key, int64_t fallback) {
-  auto it = s.params().find(key);
-  return it == s.params().end() ? fallback : static_cast<int64_t>(it->second);
-}
-
-// The runner shape of one sequence of `tokens` tokens.
+// The runner shape of one sequence of `tokens` tokens: the suite's shape
+// with its length. What "tokens" means for the op is the runner's business.
 nlohmann::json Shape(const v1::PrecisionSuite& s, int64_t tokens) {
-  nlohmann::json shape = {{"heads", IntParam(s, "heads", 1)},
-                          {"k", IntParam(s, "k", 128)},
-                          {"v", IntParam(s, "v", 128)}};
-  if (s.op() == "kda_decode") {
-    shape["batch"] = 1;
-    shape["steps"] = tokens;
-  } else {
-    shape["tokens"] = tokens;
-  }
+  nlohmann::json shape = nlohmann::json::object();
+  for (const auto& [key, value] : s.shape()) shape[key] = value;
+  shape["tokens"] = tokens;
   return shape;
 }
 

@@ -54,7 +54,19 @@ absl::StatusOr<KdaShape> ParseKdaShape(const std::string& op, const json& shape)
   s.dims.heads = static_cast<int>(*heads);
   s.dims.k_dim = static_cast<int>(*k);
   s.dims.v_dim = static_cast<int>(*v);
-  if (op == "kda_decode") {
+  if (op == "kda_decode" && shape.contains("tokens")) {
+    // A precision sweep's sequence: one sequence decoded token by token.
+    if (shape.contains("batch") || shape.contains("steps")) {
+      return absl::InvalidArgumentError(
+          "kda_decode takes shape.tokens (one sequence) or shape.batch with optional "
+          "shape.steps, not both");
+    }
+    auto tokens = ShapeValue(shape, "tokens", 1 << 20);
+    if (!tokens.ok()) return tokens.status();
+    s.batch = 1;
+    s.steps = *tokens;
+    s.dims.batch = 1;
+  } else if (op == "kda_decode") {
     auto batch = ShapeValue(shape, "batch", 4096);
     if (!batch.ok()) return batch.status();
     auto steps = ShapeValue(shape, "steps", 1 << 20, 1);

@@ -71,6 +71,8 @@ TEST(RunnerOpsTest, ComputeMatchesReferenceForEveryOp) {
            {"kda_decode", decode, 1e-5, {{"variant", "naive"}}},
            {"kda_decode", decode, 1e-5, {{"variant", "fused"}}},
            {"kda_decode", decode, 1e-5, {{"variant", "tiled"}}},
+           // A precision sweep's form: one sequence of `tokens` steps.
+           {"kda_decode", {{"tokens", 6}, {"heads", 2}, {"k", 16}, {"v", 8}}, 1e-5},
            {"kda_prefill", {{"tokens", 70}, {"heads", 2}, {"k", 32}, {"v", 16}}, 1e-5},
            {"quantize_bf16", {{"tokens", 5}, {"heads", 3}, {"dim", 33}}, 0},
            {"quantize_fp8_e4m3", {{"tokens", 5}, {"heads", 3}, {"dim", 33}}, 0},
@@ -116,6 +118,9 @@ TEST(RunnerOpsTest, BadRequestsNameTheProblem) {
   s = DescribeOp("quantize_int8", json{{"tokens", 1}, {"heads", 1}, {"dim", 4}},
                  json{{"variant", "fused"}});
   EXPECT_NE(s.status().message().find("has no variants"), std::string::npos) << s.status();
+  s = DescribeOp("kda_decode", json{{"tokens", 8}, {"batch", 1}, {"heads", 1}, {"k", 4}, {"v", 4}},
+                 none);
+  EXPECT_NE(s.status().message().find("not both"), std::string::npos) << s.status();
   EXPECT_FALSE(RunOp("kda_decode", json{{"batch", 1}, {"heads", 1}, {"k", 4}, {"v", 4}}, none,
                      false, {}, {})
                    .ok());

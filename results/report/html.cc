@@ -1,4 +1,4 @@
-// RenderHtml: the report's JSON as one self-contained page (inline CSS and
+// RenderHtml: the report model as one self-contained page (inline CSS and
 // SVG charts).
 #include <algorithm>
 #include <cmath>
@@ -15,11 +15,9 @@
 namespace densegate::results {
 namespace {
 
-using json = nlohmann::json;
 using internal::BisectCells;
 using internal::CandidateCells;
 using internal::ChangePointCells;
-using internal::Headline;
 using internal::kBisectHeaders;
 using internal::kCandidateHeaders;
 using internal::kChangePointHeaders;
@@ -36,16 +34,16 @@ std::string Escape(const std::string& text) {
 // One metric's cumulative speedup over its landed commits: a line with a
 // band for the bracket, the y axis in "x" (speedup vs the first version)
 // with gridlines, x labels every few commits so they never overlap.
-std::string Chart(const std::string& metric, const nlohmann::json& steps) {
+std::string Chart(const std::string& metric, const std::vector<TimelineStep>& steps) {
   constexpr double kW = 640, kH = 260, kLeft = 56, kRight = 16, kTop = 28, kBottom = 44;
   const size_t n = steps.size() + 1;  // The first version, then each landing.
   std::vector<double> mid = {1.0}, low = {1.0}, high = {1.0};
   std::vector<std::string> labels = {"first"};
-  for (const nlohmann::json& s : steps) {
-    mid.push_back(s["cumulative"].get<double>());
-    low.push_back(s["cumulative_low"].get<double>());
-    high.push_back(s["cumulative_high"].get<double>());
-    labels.push_back(s["merged_sha"].get<std::string>().substr(0, 7));
+  for (const TimelineStep& s : steps) {
+    mid.push_back(s.cumulative);
+    low.push_back(s.cumulative_low);
+    high.push_back(s.cumulative_high);
+    labels.push_back(s.merged_sha.substr(0, 7));
   }
   double y_max = std::max(1.0, *std::max_element(high.begin(), high.end()));
   double y_min = std::min(1.0, *std::min_element(low.begin(), low.end()));
@@ -109,16 +107,16 @@ std::string Chart(const std::string& metric, const nlohmann::json& steps) {
 
 // Error vs context length, log-log: baseline and candidate curves, the
 // suite's bound as a dashed line, a legend.
-std::string PrecisionChart(const nlohmann::json& p) {
+std::string PrecisionSvg(const PrecisionChart& p) {
   constexpr double kW = 640, kH = 260, kLeft = 64, kRight = 16, kTop = 28, kBottom = 44;
-  double x_lo = 1e300, x_hi = 0, y_lo = p["bound"].get<double>(), y_hi = y_lo;
-  for (const char* arm : {"baseline", "candidate"}) {
-    for (const nlohmann::json& pt : p[arm]) {
-      x_lo = std::min(x_lo, pt[0].get<double>());
-      x_hi = std::max(x_hi, pt[0].get<double>());
-      if (pt[1].get<double>() > 0) {
-        y_lo = std::min(y_lo, pt[1].get<double>());
-        y_hi = std::max(y_hi, pt[1].get<double>());
+  double x_lo = 1e300, x_hi = 0, y_lo = p.bound, y_hi = y_lo;
+  for (const auto* curve : {&p.baseline, &p.candidate}) {
+    for (const auto& [length, rel_rms] : *curve) {
+      x_lo = std::min(x_lo, static_cast<double>(length));
+      x_hi = std::max(x_hi, static_cast<double>(length));
+      if (rel_rms > 0) {
+        y_lo = std::min(y_lo, rel_rms);
+        y_hi = std::max(y_hi, rel_rms);
       }
     }
   }
@@ -137,7 +135,7 @@ std::string PrecisionChart(const nlohmann::json& p) {
   std::string svg = absl::StrFormat(
       "<svg class=\"chart\" viewBox=\"0 0 %g %g\" width=\"%g\" height=\"%g\" role=\"img\" "
       "aria-label=\"precision of %s\">\n",
-      kW, kH, kW, kH, Escape(p["suite"].get<std::string>()));
+      kW, kH, kW, kH, Escape(p.suite));
   for (int d = d_lo; d <= d_hi; ++d) {
     absl::StrAppendFormat(&svg,
                           "<line x1=\"%g\" y1=\"%.1f\" x2=\"%g\" y2=\"%.1f\" class=\"grid\"/>"
@@ -145,22 +143,22 @@ std::string PrecisionChart(const nlohmann::json& p) {
                           kLeft, y(std::pow(10.0, d)), kW - kRight, y(std::pow(10.0, d)), kLeft - 6,
                           y(std::pow(10.0, d)) + 4, d);
   }
-  const double bound = p["bound"].get<double>();
+  const double bound = p.bound;
   if (bound > 0) {
     absl::StrAppendFormat(&svg,
                           "<line x1=\"%g\" y1=\"%.1f\" x2=\"%g\" y2=\"%.1f\" class=\"unity\"/>\n",
                           kLeft, y(bound), kW - kRight, y(bound));
   }
-  for (const char* arm : {"baseline", "candidate"}) {
+  for (const auto* curve : {&p.baseline, &p.candidate}) {
     std::string points;
-    for (const nlohmann::json& pt : p[arm]) {
-      absl::StrAppendFormat(&points, "%.1f,%.1f ", x(pt[0].get<double>()), y(pt[1].get<double>()));
+    for (const auto& [length, rel_rms] : *curve) {
+      absl::StrAppendFormat(&points, "%.1f,%.1f ", x(static_cast<double>(length)), y(rel_rms));
     }
     absl::StrAppendFormat(&svg, "<polyline class=\"%s\" points=\"%s\"/>\n",
-                          std::string(arm) == "baseline" ? "series-b" : "series", points);
+                          curve == &p.baseline ? "series-b" : "series", points);
   }
-  for (const nlohmann::json& pt : p["candidate"]) {
-    const double len = pt[0].get<double>();
+  for (const auto& [length, rel_rms] : p.candidate) {
+    const double len = static_cast<double>(length);
     absl::StrAppendFormat(&svg, "<text x=\"%.1f\" y=\"%g\" class=\"xlabel\">%s</text>\n", x(len),
                           kH - kBottom + 16,
                           len >= 1024 ? absl::StrCat(static_cast<int64_t>(len) / 1024, "k")
@@ -216,93 +214,82 @@ th { background: #f3f5f8; }
 
 }  // namespace
 
-std::string RenderHtml(const nlohmann::json& r) {
+std::string RenderHtml(const Report& r) {
   std::string html =
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
       "<title>densegate report</title><style>";
   html += kStyle;
   html += "</style></head><body>\n<h1>densegate report</h1>\n";
   absl::StrAppend(&html, "<p class=\"muted\">",
-                  Escape(r["repo"].get<std::string>().empty() ? "all repositories"
-                                                             : r["repo"].get<std::string>()),
-                  r["branch"].get<std::string>().empty()
-                      ? ""
-                      : ", branch " + Escape(r["branch"].get<std::string>()),
-                  r["since"].is_null() ? "" : ", since " + Escape(r["since"].get<std::string>()),
-                  "; generated ", Escape(r["generated_at"].get<std::string>()), ".</p>\n");
+                  Escape(r.repo.empty() ? "all repositories" : r.repo),
+                  r.branch.empty() ? "" : ", branch " + Escape(r.branch),
+                  r.since ? ", since " + Escape(*r.since) : "", "; generated ",
+                  Escape(r.generated_at), ".</p>\n");
 
   html += "<h2>Headline</h2>\n";
-  if (r["headline"].empty()) {
+  if (r.headline.empty()) {
     html += "<p>No candidate landed in this period.</p>\n";
   } else {
     html += "<div class=\"cards\">\n";
-    for (const nlohmann::json& h : r["headline"]) {
+    for (const HeadlineRow& h : r.headline) {
       absl::StrAppendFormat(
           &html,
           "<div class=\"card\"><div class=\"sub\">%s</div><div class=\"value\">%.2fx</div>"
           "<div class=\"sub\">bracket [%.2f, %.2f] over %d landed</div></div>\n",
-          Escape(h["metric"].get<std::string>()), h["cumulative"].get<double>(),
-          h["low"].get<double>(), h["high"].get<double>(), h["merges"].get<int>());
+          Escape(h.metric), h.cumulative, h.low, h.high, h.merges);
     }
     html += "</div>\n";
   }
 
   html += "<h2>Timeline of landed commits</h2>\n";
-  if (r["timeline"].empty()) html += "<p>Nothing landed.</p>\n";
-  for (const auto& [metric, steps] : r["timeline"].items()) {
+  if (r.timeline.empty()) html += "<p>Nothing landed.</p>\n";
+  for (const auto& [metric, steps] : r.timeline) {
     absl::StrAppend(&html, "<h3>", Escape(metric), "</h3>\n", Chart(metric, steps));
   }
 
   html += "<h2>Candidates</h2>\n";
-  html += r["candidates"].empty()
-              ? "<p>No evaluation finished in this period.</p>\n"
-              : Table(kCandidateHeaders, Rows(r["candidates"], CandidateCells));
+  html += r.candidates.empty() ? "<p>No evaluation finished in this period.</p>\n"
+                               : Table(kCandidateHeaders, Rows(r.candidates, CandidateCells));
 
   html += "<h2>Rejected, by reason</h2>\n";
-  if (r["rejected"].empty()) html += "<p>Nothing was rejected.</p>\n";
-  for (const auto& [code, list] : r["rejected"].items()) {
+  if (r.rejected.empty()) html += "<p>Nothing was rejected.</p>\n";
+  for (const auto& [code, list] : r.rejected) {
     absl::StrAppendFormat(&html, "<h3>%s (%d)</h3>\n<ul>\n", Escape(code), list.size());
-    for (const nlohmann::json& c : list) {
-      absl::StrAppend(&html, "<li><code>", Escape(c["commit"].get<std::string>()), "</code> by ",
-                      Escape(c["submitter"].get<std::string>()), ": ",
-                      Escape(c.contains("reason") ? c["reason"]["message"].get<std::string>() : ""),
-                      "</li>\n");
+    for (const CandidateRow& c : list) {
+      absl::StrAppend(&html, "<li><code>", Escape(c.commit), "</code> by ", Escape(c.submitter),
+                      ": ", Escape(c.reason ? c.reason->message : ""), "</li>\n");
     }
     html += "</ul>\n";
   }
 
   html += "<h2>Precision: error against fp64 by context length</h2>\n";
-  if (r["precision"].empty()) {
+  if (r.precision.empty()) {
     html += "<p>No evaluation in this period ran a precision suite.</p>\n";
   }
-  for (const nlohmann::json& p : r["precision"]) {
-    absl::StrAppendFormat(&html, "<h3>%s: %s (%s, %s)</h3>\n", Escape(p["suite"].get<std::string>()),
-                          Escape(p["commit"].get<std::string>()),
-                          Escape(p["evaluation"].get<std::string>()),
-                          Escape(p["decision"].get<std::string>()));
-    html += PrecisionChart(p);
+  for (const PrecisionChart& p : r.precision) {
+    absl::StrAppendFormat(&html, "<h3>%s: %s (%s, %s)</h3>\n", Escape(p.suite), Escape(p.commit),
+                          Escape(p.evaluation), Escape(p.decision));
+    html += PrecisionSvg(p);
   }
 
   html += "<h2>Bisections</h2>\n";
-  if (r["bisections"].empty()) html += "<p>No bisection in this period.</p>\n";
-  for (const nlohmann::json& b : r["bisections"]) {
-    absl::StrAppendFormat(
-        &html, "<h3>%s over %s (%d commits): culprit %s</h3>\n", Escape(b["metric"].get<std::string>()),
-        Escape(b["range"].get<std::string>()), b["commits"].get<int>(),
-        b["culprit"].is_null() ? "not found yet"
-                               : "<code>" + Escape(b["culprit"]["commit"].get<std::string>()) +
-                                     "</code>");
-    html += Table(kBisectHeaders, Rows(b["steps"], BisectCells));
+  if (r.bisections.empty()) html += "<p>No bisection in this period.</p>\n";
+  for (const Bisection& b : r.bisections) {
+    absl::StrAppendFormat(&html, "<h3>%s over %s (%d commits): culprit %s</h3>\n",
+                          Escape(b.metric), Escape(b.range), b.commits,
+                          b.culprit ? "<code>" + Escape(b.culprit->commit) + "</code>"
+                                    : "not found yet");
+    html += Table(kBisectHeaders, Rows(b.steps, BisectCells));
   }
 
   html += "<h2>Change points</h2>\n";
-  html += r["change_points"].empty()
+  html += r.change_points.empty()
               ? absl::StrCat("<p>", kNoChangePoints, "</p>\n")
-              : Table(kChangePointHeaders, Rows(r["change_points"], ChangePointCells));
+              : Table(kChangePointHeaders, Rows(r.change_points, ChangePointCells));
 
   html += "<h2>Nodes</h2>\n";
-  html += r["nodes"].empty() ? "<p>No node registered.</p>\n"
-                             : Table(kNodeHeaders, Rows(r["nodes"], NodeCells));
+  html += r.nodes.empty() ? "<p>No node registered.</p>\n"
+                          : Table(kNodeHeaders, Rows(r.nodes, NodeCells));
   html += "</body></html>\n";
   return html;
 }

@@ -18,7 +18,6 @@
 namespace densegate::results {
 namespace {
 
-using json = nlohmann::json;
 using google::protobuf::util::TimeUtil;
 using internal::Headline;
 
@@ -68,33 +67,25 @@ absl::StatusOr<std::vector<v1::Evaluation>> FinishedEvaluations(Store& store,
   return out;
 }
 
-json CandidateRow(const v1::Evaluation& e) {
+CandidateRow Candidate(const v1::Evaluation& e) {
   const v1::Verdict& v = e.verdict();
-  json row = {{"evaluation", e.id()},
-              {"submitter", e.candidate().submitter()},
-              {"kind", absl::AsciiStrToLower(v1::CandidateKind_Name(e.candidate().kind()))},
-              {"commit", e.candidate().candidate_sha().substr(0, 12)},
-              {"hypothesis", e.candidate().hypothesis()},
-              {"decision", absl::AsciiStrToLower(v1::Decision_Name(v.decision()))},
-              {"decided_at", Time(v.decided_at())},
-              {"merge", absl::AsciiStrToLower(v1::MergeState_Name(e.merge().state()))}};
+  CandidateRow row;
+  row.evaluation = e.id();
+  row.submitter = e.candidate().submitter();
+  row.kind = absl::AsciiStrToLower(v1::CandidateKind_Name(e.candidate().kind()));
+  row.commit = e.candidate().candidate_sha().substr(0, 12);
+  row.hypothesis = e.candidate().hypothesis();
+  row.decision = absl::AsciiStrToLower(v1::Decision_Name(v.decision()));
+  row.decided_at = Time(v.decided_at());
+  row.merge = absl::AsciiStrToLower(v1::MergeState_Name(e.merge().state()));
   if (const v1::MetricComparison* m = Headline(v)) {
-    row["metric"] = {{"name", m->metric()},
-                     {"speedup", m->speedup()},
-                     {"ci_low", m->ci_low()},
-                     {"ci_high", m->ci_high()},
-                     {"n_pairs", m->n_pairs()},
-                     {"inputs_identical", m->inputs_identical()},
-                     {"text", SpeedupText(*m)}};
+    row.metric = MetricSummary{m->metric(),   m->speedup(),          m->ci_low(),
+                               m->ci_high(),  m->n_pairs(),          m->inputs_identical(),
+                               SpeedupText(*m)};
   }
-  row["claims"] = json::array();
-  for (const auto& c : v.claims()) {
-    row["claims"].push_back(
-        {{"metric", c.metric()}, {"claimed", c.claimed()}, {"verified", c.verified()}});
-  }
+  for (const auto& c : v.claims()) row.claims.push_back({c.metric(), c.claimed(), c.verified()});
   if (const v1::Reason* r = DecidingReason(v)) {
-    row["reason"] = {{"code", absl::AsciiStrToLower(v1::ReasonCode_Name(r->code()))},
-                     {"message", r->message()}};
+    row.reason = ReasonRow{absl::AsciiStrToLower(v1::ReasonCode_Name(r->code())), r->message()};
   }
   return row;
 }
@@ -114,6 +105,13 @@ std::string SpeedupText(const v1::MetricComparison& m) {
   if (m.inputs_identical()) return "unchanged, not measured (inputs identical in both arms)";
   return absl::StrFormat("%.3fx [%.3f, %.3f], %d pairs", m.speedup(), m.ci_low(), m.ci_high(),
                          m.n_pairs());
+}
+
+std::string RenderReportFile(const Report& report, absl::string_view format) {
+  if (format == "html") return RenderHtml(report);
+  if (format == "md") return RenderMarkdown(report);
+  if (format == "json") return ReportToJson(report).dump(2) + "\n";
+  return "";
 }
 
 const v1::MetricComparison* FindMetric(const v1::Verdict& verdict, absl::string_view metric) {
@@ -147,7 +145,7 @@ namespace {
 
 // Each bisection: its steps in range order and the culprit, the first
 // regressed commit whose predecessor is the good end or measured clean.
-json Bisections(const std::vector<v1::Evaluation>& evaluations) {
+std::vector<Bisection> Bisections(const std::vector<v1::Evaluation>& evaluations) {
   std::map<std::string, std::vector<std::pair<int, const v1::Evaluation*>>> runs;
   std::map<std::string, int> counts;
   for (const v1::Evaluation& e : evaluations) {
@@ -161,39 +159,34 @@ json Bisections(const std::vector<v1::Evaluation>& evaluations) {
     runs[campaign].push_back({index, &e});
     counts[campaign] = count;
   }
-  json out = json::array();
+  std::vector<Bisection> out;
   for (auto& [campaign, steps] : runs) {
     std::sort(steps.begin(), steps.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
     const std::string spec = campaign.substr(std::string("bisect:").size());
     const std::string metric = spec.substr(0, spec.rfind('@'));
-    json b = {{"metric", metric},
-              {"range", spec.substr(spec.rfind('@') + 1)},
-              {"commits", counts[campaign]},
-              {"steps", json::array()},
-              {"culprit", nullptr}};
+    Bisection& b = out.emplace_back();
+    b.metric = metric;
+    b.range = spec.substr(spec.rfind('@') + 1);
+    b.commits = counts[campaign];
     int clean_up_to = 0;  // Highest index known clean (0: the good end).
     for (const auto& [index, e] : steps) {
       const v1::MetricComparison* m = FindMetric(e->verdict(), metric);
       const BisectResult result = ClassifyBisectStep(e->verdict(), metric);
-      json step = {{"index", index},
-                   {"commit", e->candidate().candidate_sha().substr(0, 12)},
-                   {"evaluation", e->id()},
-                   {"result", BisectResultName(result)}};
+      BisectStep& step = b.steps.emplace_back();
+      step.index = index;
+      step.commit = e->candidate().candidate_sha().substr(0, 12);
+      step.evaluation = e->id();
+      step.result = BisectResultName(result);
       if (m != nullptr) {
-        step["speedup"] = m->speedup();
-        step["ci_low"] = m->ci_low();
-        step["ci_high"] = m->ci_high();
-        step["text"] = SpeedupText(*m);
+        step.measured = BisectStep::Measured{m->speedup(), m->ci_low(), m->ci_high(),
+                                             SpeedupText(*m)};
       }
-      b["steps"].push_back(step);
       if (result == BisectResult::kClean) clean_up_to = std::max(clean_up_to, index);
-      if (result == BisectResult::kRegressed && b["culprit"].is_null() &&
-          index == clean_up_to + 1) {
-        b["culprit"] = step;
+      if (result == BisectResult::kRegressed && !b.culprit && index == clean_up_to + 1) {
+        b.culprit = step;
       }
     }
-    out.push_back(b);
   }
   return out;
 }
@@ -271,12 +264,12 @@ absl::StatusOr<std::map<std::string, std::vector<TipSample>>> TipHistories(
 // is the machine moving, not the code.
 // `evaluations`: all of the repository's, not only the branch's, since the
 // re-measure that lands a merge commit targets no branch itself.
-absl::StatusOr<json> ChangePoints(Store& store, const std::vector<v1::Evaluation>& evaluations,
+absl::StatusOr<std::vector<ChangePointRow>> ChangePoints(Store& store, const std::vector<v1::Evaluation>& evaluations,
                                   const std::string& branch) {
   absl::StatusOr<std::map<std::string, std::vector<TipSample>>> histories =
       TipHistories(store, evaluations, branch);
   if (!histories.ok()) return histories.status();
-  json out = json::array();
+  std::vector<ChangePointRow> out;
   EDivisiveOptions options;
   for (auto& [key, series] : *histories) {
     // DetectChangePoints takes at most 5000 points: the latest.
@@ -294,15 +287,16 @@ absl::StatusOr<json> ChangePoints(Store& store, const std::vector<v1::Evaluation
     }
     for (const ChangePoint& p : *points) {
       const TipSample& at = series[p.index];
-      json point = {{"metric", metric},
-                    {"commit", at.commit.substr(0, 12)},
-                    {"evaluation", at.evaluation},
-                    {"at_landing", series[p.index - 1].commit != at.commit},
-                    {"index", p.index},
-                     {"samples", series.size()},
-                     {"mean_before", p.mean_before},
-                    {"mean_after", p.mean_after},
-                    {"p_value", p.p_value}};
+      ChangePointRow& point = out.emplace_back();
+      point.metric = metric;
+      point.commit = at.commit.substr(0, 12);
+      point.evaluation = at.evaluation;
+      point.at_landing = series[p.index - 1].commit != at.commit;
+      point.index = static_cast<int64_t>(p.index);
+      point.samples = static_cast<int64_t>(series.size());
+      point.mean_before = p.mean_before;
+      point.mean_after = p.mean_after;
+      point.p_value = p.p_value;
       // The split can land a sample or two off the real change when a sample
       // beside it is an outlier; the nearest landing and the distance to it
       // let the reader judge (a split many samples inside one commit's
@@ -313,10 +307,10 @@ absl::StatusOr<json> ChangePoints(Store& store, const std::vector<v1::Evaluation
                    std::abs(static_cast<long>(b) - static_cast<long>(p.index));
           });
       if (nearest != landings.end()) {
-        point["nearest_landing"] = series[*nearest].commit.substr(0, 12);
-        point["landing_offset"] = static_cast<long>(p.index) - static_cast<long>(*nearest);
+        point.nearest_landing = ChangePointRow::Landing{
+            series[*nearest].commit.substr(0, 12),
+            static_cast<int64_t>(p.index) - static_cast<int64_t>(*nearest)};
       }
-      out.push_back(std::move(point));
     }
   }
   return out;
@@ -325,31 +319,33 @@ absl::StatusOr<json> ChangePoints(Store& store, const std::vector<v1::Evaluation
 // The timeline step of merged candidate `e` for metric `m`, after `last`
 // (the metric's previous merged step, or null): its value (the last
 // measured one when the inputs were identical) and the cumulative speedup.
-json TimelineStep(const v1::Evaluation& e, const v1::MetricComparison& m, const json* last) {
-  auto product = [&](const char* key, double x) {
-    return (last != nullptr ? (*last)[key].get<double>() : 1.0) * x;
-  };
-  return {{"evaluation", e.id()},
-          {"merged_sha", e.merge().merged_sha().substr(0, 12)},
-          {"decided_at", Time(e.verdict().decided_at())},
-          {"unit", m.unit()},
-          // Not measured: the tip's value did not move.
-          {"value", !m.inputs_identical() ? json(m.candidate())
-                    : last != nullptr     ? (*last)["value"]
-                                          : json(nullptr)},
-          {"inputs_identical", m.inputs_identical()},
-          {"speedup", m.speedup()},
-          {"cumulative", product("cumulative", m.speedup())},
-          {"cumulative_low", product("cumulative_low", m.ci_low())},
-          {"cumulative_high", product("cumulative_high", m.ci_high())}};
+TimelineStep Step(const v1::Evaluation& e, const v1::MetricComparison& m,
+                  const TimelineStep* last) {
+  TimelineStep step;
+  step.evaluation = e.id();
+  step.merged_sha = e.merge().merged_sha().substr(0, 12);
+  step.decided_at = Time(e.verdict().decided_at());
+  step.unit = m.unit();
+  // Not measured: the tip's value did not move.
+  if (!m.inputs_identical()) {
+    step.value = m.candidate();
+  } else if (last != nullptr) {
+    step.value = last->value;
+  }
+  step.inputs_identical = m.inputs_identical();
+  step.speedup = m.speedup();
+  step.cumulative = (last != nullptr ? last->cumulative : 1.0) * m.speedup();
+  step.cumulative_low = (last != nullptr ? last->cumulative_low : 1.0) * m.ci_low();
+  step.cumulative_high = (last != nullptr ? last->cumulative_high : 1.0) * m.ci_high();
+  return step;
 }
 
 // Precision curves of the most recent evaluations that ran the stage.
-json PrecisionCharts(const std::vector<v1::Evaluation>& evaluations) {
-  json charts = json::array();
+std::vector<PrecisionChart> PrecisionCharts(const std::vector<v1::Evaluation>& evaluations) {
+  std::vector<PrecisionChart> charts;
   auto points = [](const auto& list) {
-    json out = json::array();
-    for (const v1::PrecisionPoint& p : list) out.push_back({p.length(), p.rel_rms()});
+    std::vector<std::pair<int64_t, double>> out;
+    for (const v1::PrecisionPoint& p : list) out.emplace_back(p.length(), p.rel_rms());
     return out;
   };
   for (auto e = evaluations.rbegin(); e != evaluations.rend(); ++e) {
@@ -358,14 +354,9 @@ json PrecisionCharts(const std::vector<v1::Evaluation>& evaluations) {
       for (const v1::PrecisionCurve& c : stage.curves()) {
         if (charts.size() >= kMaxPrecisionCharts) return charts;
         charts.push_back(
-            {{"evaluation", e->id()},
-             {"commit", e->candidate().candidate_sha().substr(0, 12)},
-             {"decision", absl::AsciiStrToLower(v1::Decision_Name(e->verdict().decision()))},
-             {"suite", c.suite()},
-             {"op", c.op()},
-             {"bound", c.max_rel_rms()},
-             {"baseline", points(c.baseline())},
-             {"candidate", points(c.candidate())}});
+            {e->id(), e->candidate().candidate_sha().substr(0, 12),
+             absl::AsciiStrToLower(v1::Decision_Name(e->verdict().decision())), c.suite(),
+             c.op(), c.max_rel_rms(), points(c.baseline()), points(c.candidate())});
       }
     }
   }
@@ -376,7 +367,7 @@ json PrecisionCharts(const std::vector<v1::Evaluation>& evaluations) {
 // limit is the one its latest verdict applied (the baseline manifest's
 // max_calibration_noise): a node above it is quarantined for this
 // repository's gate work, whatever its state.
-absl::StatusOr<json> NodeRows(Store& store, const std::vector<v1::Evaluation>& all,
+absl::StatusOr<std::vector<NodeRow>> NodeRows(Store& store, const std::vector<v1::Evaluation>& all,
                               const std::string& repo) {
   double repo_noise_limit = 0;
   for (const v1::Evaluation& e : all) {
@@ -385,7 +376,7 @@ absl::StatusOr<json> NodeRows(Store& store, const std::vector<v1::Evaluation>& a
   }
   absl::StatusOr<std::vector<v1::Node>> nodes = store.ListNodes({});
   if (!nodes.ok()) return nodes.status();
-  json rows = json::array();
+  std::vector<NodeRow> rows;
   for (const v1::Node& n : *nodes) {
     std::string gate_work = "yes";
     if (n.state() == v1::QUARANTINED) {
@@ -401,18 +392,15 @@ absl::StatusOr<json> NodeRows(Store& store, const std::vector<v1::Evaluation>& a
           "max_calibration_noise %.2f%%; it calibrates again while that work waits",
           100 * n.calibration_noise(), 100 * repo_noise_limit);
     }
-    rows.push_back({{"name", n.name()},
-                    {"state", absl::AsciiStrToLower(v1::NodeState_Name(n.state()))},
-                    {"calibration_noise", n.calibration_noise()},
-                    {"gate_work", gate_work},
-                    {"fingerprint", n.dimensions().fingerprint()}});
+    rows.push_back({n.name(), absl::AsciiStrToLower(v1::NodeState_Name(n.state())),
+                    n.calibration_noise(), gate_work, n.dimensions().fingerprint()});
   }
   return rows;
 }
 
 }  // namespace
 
-absl::StatusOr<json> BuildReport(Store& store, const ReportRequest& request, absl::Time now) {
+absl::StatusOr<Report> BuildReport(Store& store, const ReportRequest& request, absl::Time now) {
   absl::StatusOr<std::vector<v1::Evaluation>> all = FinishedEvaluations(store, request);
   if (!all.ok()) return all.status();
   // The branch's candidates (all of them without a branch).
@@ -423,56 +411,41 @@ absl::StatusOr<json> BuildReport(Store& store, const ReportRequest& request, abs
     }
   }
 
-  json report;
-  report["generated_at"] = absl::FormatTime("%Y-%m-%d %H:%M:%SZ", now, absl::UTCTimeZone());
-  report["repo"] = request.repo;
-  report["branch"] = request.branch;
-  report["since"] = request.since == absl::InfinitePast()
-                        ? json(nullptr)
-                        : json(absl::FormatTime("%Y-%m-%d %H:%M:%SZ", request.since,
-                                                absl::UTCTimeZone()));
-
-  report["candidates"] = json::array();
-  std::map<std::string, json> rejected;  // Reason code -> rows.
-  // Per metric: the landed steps, in decision order.
-  std::map<std::string, json> timeline;
+  Report report;
+  report.generated_at = absl::FormatTime("%Y-%m-%d %H:%M:%SZ", now, absl::UTCTimeZone());
+  report.repo = request.repo;
+  report.branch = request.branch;
+  if (request.since != absl::InfinitePast()) {
+    report.since = absl::FormatTime("%Y-%m-%d %H:%M:%SZ", request.since, absl::UTCTimeZone());
+  }
   for (const v1::Evaluation& e : evaluations) {
-    json row = CandidateRow(e);
-    report["candidates"].push_back(row);
+    const CandidateRow& row = report.candidates.emplace_back(Candidate(e));
     if (e.verdict().decision() == v1::REJECT) {
-      const std::string code = row.contains("reason") ? row["reason"]["code"].get<std::string>()
-                                                      : "unspecified";
-      rejected[code].push_back(row);
+      report.rejected[row.reason ? row.reason->code : "unspecified"].push_back(row);
     }
     if (e.merge().state() != v1::MERGED) continue;
     for (const auto& m : e.verdict().metrics()) {
-      json& steps = timeline[m.metric()];
-      steps.push_back(TimelineStep(e, m, steps.empty() ? nullptr : &steps.back()));
+      std::vector<TimelineStep>& steps = report.timeline[m.metric()];
+      steps.push_back(Step(e, m, steps.empty() ? nullptr : &steps.back()));
     }
   }
-  report["precision"] = PrecisionCharts(evaluations);
-  report["bisections"] = Bisections(evaluations);
-
-  report["headline"] = json::array();
-  for (const auto& [metric, steps] : timeline) {
-    const json& last = steps.back();
-    report["headline"].push_back({{"metric", metric},
-                                  {"merges", steps.size()},
-                                  {"cumulative", last["cumulative"]},
-                                  {"low", last["cumulative_low"]},
-                                  {"high", last["cumulative_high"]}});
+  report.precision = PrecisionCharts(evaluations);
+  report.bisections = Bisections(evaluations);
+  for (const auto& [metric, steps] : report.timeline) {
+    const TimelineStep& last = steps.back();
+    report.headline.push_back({metric, static_cast<int>(steps.size()), last.cumulative,
+                               last.cumulative_low, last.cumulative_high});
   }
-  std::sort(report["headline"].begin(), report["headline"].end(),
-            [](const json& a, const json& b) { return a["cumulative"] > b["cumulative"]; });
-  report["timeline"] = timeline;
-  report["rejected"] = rejected;
+  std::sort(report.headline.begin(), report.headline.end(),
+            [](const HeadlineRow& a, const HeadlineRow& b) { return a.cumulative > b.cumulative; });
 
-  absl::StatusOr<json> change_points = ChangePoints(store, *all, request.branch);
+  absl::StatusOr<std::vector<ChangePointRow>> change_points =
+      ChangePoints(store, *all, request.branch);
   if (!change_points.ok()) return change_points.status();
-  report["change_points"] = *std::move(change_points);
-  absl::StatusOr<json> nodes = NodeRows(store, *all, request.repo);
+  report.change_points = *std::move(change_points);
+  absl::StatusOr<std::vector<NodeRow>> nodes = NodeRows(store, *all, request.repo);
   if (!nodes.ok()) return nodes.status();
-  report["nodes"] = *std::move(nodes);
+  report.nodes = *std::move(nodes);
   return report;
 }
 

@@ -1,7 +1,8 @@
 // Report: what a manager reads about a branch over a period, gathered from
-// the store. The JSON form (BuildReport) holds the data; the renderers write
-// it for people (RenderMarkdown: text and tables for chat and CI comments;
-// RenderHtml: one offline page with charts).
+// the store. BuildReport fills the typed model (model.h); the renderers
+// write it for people (RenderMarkdown: text and tables for chat and CI
+// comments; RenderHtml: one offline page with charts) and for scripts
+// (ReportToJson).
 //
 // Content:
 //   headline     each metric's cumulative speedup over the candidates that
@@ -37,7 +38,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "nlohmann/json.hpp"
+#include "results/report/model.h"
 #include "results/store/store.h"
 
 namespace densegate::results {
@@ -52,8 +53,7 @@ struct ReportRequest {
 
 // NotFound-free: an empty period gives an empty report. Store errors pass
 // through.
-absl::StatusOr<nlohmann::json> BuildReport(Store& store, const ReportRequest& request,
-                                           absl::Time now);
+absl::StatusOr<Report> BuildReport(Store& store, const ReportRequest& request, absl::Time now);
 
 // What `densegate bisect` names its evaluations, so that the report can
 // put each bisection back together: campaign "bisect:METRIC@GOOD..BAD" and
@@ -84,12 +84,17 @@ std::string SpeedupText(const v1::MetricComparison& m);
 
 // The report as Markdown: headline, timeline, candidates, rejected by
 // reason, change points, nodes.
-std::string RenderMarkdown(const nlohmann::json& report);
+std::string RenderMarkdown(const Report& report);
 
 // The same as one self-contained HTML page (inline CSS and SVG, no script,
 // nothing fetched): a chart per metric of the cumulative speedup over the
 // landed commits, with the bracket as a band, axes with units and a legend.
-std::string RenderHtml(const nlohmann::json& report);
+std::string RenderHtml(const Report& report);
+
+// The report as the file report.FORMAT holds it: FORMAT "html", "md" or
+// "json" (ReportToJson, indented, with a final newline); empty for any
+// other format.
+std::string RenderReportFile(const Report& report, absl::string_view format);
 
 }  // namespace densegate::results
 

@@ -175,34 +175,54 @@ TEST_F(ReportTest, HeadlineRejectionsChangePointsAndNodesFromTheStore) {
 
   ReportRequest request;
   request.branch = "main";
-  absl::StatusOr<nlohmann::json> report =
+  absl::StatusOr<Report> report =
       BuildReport(*store_, request, absl::FromUnixSeconds(1800000000));
   ASSERT_TRUE(report.ok()) << report.status();
-  const nlohmann::json& r = *report;
+  const Report& r = *report;
 
-  ASSERT_EQ(r["headline"].size(), 1);
-  EXPECT_EQ(r["headline"][0]["metric"], "kda.fused");
-  EXPECT_EQ(r["headline"][0]["merges"], 3);
-  EXPECT_NEAR(r["headline"][0]["cumulative"].get<double>(), 1.5 * 2.0 * 1.1, 1e-9);
-  EXPECT_NEAR(r["headline"][0]["low"].get<double>(), 3.3 * 0.95 * 0.95 * 0.95, 1e-9);
-  ASSERT_EQ(r["timeline"]["kda.fused"].size(), 3);
-  EXPECT_NEAR(r["timeline"]["kda.fused"][1]["cumulative"].get<double>(), 3.0, 1e-9);
+  ASSERT_EQ(r.headline.size(), 1);
+  EXPECT_EQ(r.headline[0].metric, "kda.fused");
+  EXPECT_EQ(r.headline[0].merges, 3);
+  EXPECT_NEAR(r.headline[0].cumulative, 1.5 * 2.0 * 1.1, 1e-9);
+  EXPECT_NEAR(r.headline[0].low, 3.3 * 0.95 * 0.95 * 0.95, 1e-9);
+  ASSERT_EQ(r.timeline.at("kda.fused").size(), 3);
+  EXPECT_NEAR(r.timeline.at("kda.fused")[1].cumulative, 3.0, 1e-9);
 
-  EXPECT_EQ(r["candidates"].size(), 10);
-  ASSERT_EQ(r["rejected"]["gaming"].size(), 1);
-  ASSERT_EQ(r["rejected"]["precision_failed"].size(), 1);
-  EXPECT_EQ(r["rejected"].size(), 2);
+  EXPECT_EQ(r.candidates.size(), 10);
+  ASSERT_EQ(r.rejected.at("gaming").size(), 1);
+  ASSERT_EQ(r.rejected.at("precision_failed").size(), 1);
+  EXPECT_EQ(r.rejected.size(), 2);
 
   // No samples were recorded, so there is no history to split.
-  EXPECT_TRUE(r["change_points"].empty()) << r["change_points"].dump();
+  EXPECT_TRUE(r.change_points.empty());
 
-  ASSERT_EQ(r["nodes"].size(), 1);
-  EXPECT_EQ(r["nodes"][0]["name"], "node-a");
+  ASSERT_EQ(r.nodes.size(), 1);
+  EXPECT_EQ(r.nodes[0].name, "node-a");
 
-  ASSERT_EQ(r["precision"].size(), 1);
-  EXPECT_EQ(r["precision"][0]["evaluation"], drop);
-  EXPECT_EQ(r["precision"][0]["candidate"].size(), 4);
-  EXPECT_EQ(r["precision"][0]["candidate"][3][0], 65536);
+  ASSERT_EQ(r.precision.size(), 1);
+  EXPECT_EQ(r.precision[0].evaluation, drop);
+  ASSERT_EQ(r.precision[0].candidate.size(), 4);
+  EXPECT_EQ(r.precision[0].candidate[3].first, 65536);
+
+  // report.json: the keys scripts read (tools/check_report.sh, the demo's
+  // scenario check), optionals absent or null as model.h says.
+  const nlohmann::json j = ReportToJson(r);
+  for (const char* key : {"generated_at", "repo", "branch", "since", "headline", "timeline",
+                          "candidates", "rejected", "precision", "bisections", "change_points",
+                          "nodes"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_TRUE(j["since"].is_null());
+  EXPECT_EQ(j["headline"][0]["merges"], 3);
+  EXPECT_NEAR(j["timeline"]["kda.fused"][1]["cumulative"].get<double>(), 3.0, 1e-9);
+  EXPECT_EQ(j["rejected"]["gaming"][0]["reason"]["code"], "gaming");
+  EXPECT_EQ(j["candidates"].size(), 10);
+  int merged = 0;
+  for (const nlohmann::json& c : j["candidates"]) merged += c["merge"] == "merged";
+  EXPECT_EQ(merged, 3);
+  EXPECT_EQ(j["candidates"][0]["metric"]["name"], "kda.fused");
+  EXPECT_EQ(j["precision"][0]["candidate"][3][0], 65536);
+  EXPECT_TRUE(j["timeline"]["kda.fused"][0]["value"].is_number());
 
   const std::string md = RenderMarkdown(r);
   EXPECT_THAT(md, HasSubstr("| kda.fused | **3.30x** |"));
@@ -259,24 +279,25 @@ TEST_F(ReportTest, ChangePointsSplitTheSamplesOfTheBranchsSuccessiveTips) {
 
   ReportRequest request;
   request.branch = "main";
-  absl::StatusOr<nlohmann::json> report = BuildReport(*store_, request, absl::FromUnixSeconds(0));
+  absl::StatusOr<Report> report = BuildReport(*store_, request, absl::FromUnixSeconds(0));
   ASSERT_TRUE(report.ok()) << report.status();
-  const nlohmann::json& points = (*report)["change_points"];
+  const std::vector<ChangePointRow>& points = report->change_points;
   // v0: 16 baseline samples (fast, late); v1: fast's 8 candidate samples
   // and the re-measure's 8 baseline ones; m3: the re-measure's 8 candidate
   // samples and slow's 8 baseline ones. Slow's own 70s are not the
   // branch's.
-  ASSERT_EQ(points.size(), 1) << points.dump();
-  EXPECT_EQ(points[0]["metric"], "kda.fused");
-  EXPECT_EQ(points[0]["commit"], "v1");
-  EXPECT_EQ(points[0]["evaluation"], fast_id);
-  EXPECT_EQ(points[0]["at_landing"], true);
-  EXPECT_EQ(points[0]["index"], 16);
-  EXPECT_EQ(points[0]["samples"], 48);
-  EXPECT_NEAR(points[0]["mean_before"].get<double>(), 100, 1);
-  EXPECT_NEAR(points[0]["mean_after"].get<double>(), 50, 1);
-  EXPECT_EQ(points[0]["nearest_landing"], "v1");
-  EXPECT_EQ(points[0]["landing_offset"], 0);
+  ASSERT_EQ(points.size(), 1) << ReportToJson(*report)["change_points"].dump();
+  EXPECT_EQ(points[0].metric, "kda.fused");
+  EXPECT_EQ(points[0].commit, "v1");
+  EXPECT_EQ(points[0].evaluation, fast_id);
+  EXPECT_TRUE(points[0].at_landing);
+  EXPECT_EQ(points[0].index, 16);
+  EXPECT_EQ(points[0].samples, 48);
+  EXPECT_NEAR(points[0].mean_before, 100, 1);
+  EXPECT_NEAR(points[0].mean_after, 50, 1);
+  ASSERT_TRUE(points[0].nearest_landing.has_value());
+  EXPECT_EQ(points[0].nearest_landing->commit, "v1");
+  EXPECT_EQ(points[0].nearest_landing->offset, 0);
   EXPECT_THAT(RenderMarkdown(*report), HasSubstr("| kda.fused | v1 | at its landing | 16 of 48 |"));
 }
 
@@ -303,13 +324,14 @@ TEST_F(ReportTest, AChangePointBesideALandingSaysHowFar) {
   Finish(next);
   ReportRequest request;
   request.branch = "main";
-  absl::StatusOr<nlohmann::json> report = BuildReport(*store_, request, absl::FromUnixSeconds(0));
+  absl::StatusOr<Report> report = BuildReport(*store_, request, absl::FromUnixSeconds(0));
   ASSERT_TRUE(report.ok()) << report.status();
-  const nlohmann::json& points = (*report)["change_points"];
-  ASSERT_EQ(points.size(), 1) << points.dump();
-  EXPECT_EQ(points[0]["at_landing"], false);
-  EXPECT_EQ(points[0]["nearest_landing"], "v1");
-  EXPECT_EQ(points[0]["landing_offset"], -1);
+  const std::vector<ChangePointRow>& points = report->change_points;
+  ASSERT_EQ(points.size(), 1) << ReportToJson(*report)["change_points"].dump();
+  EXPECT_FALSE(points[0].at_landing);
+  ASSERT_TRUE(points[0].nearest_landing.has_value());
+  EXPECT_EQ(points[0].nearest_landing->commit, "v1");
+  EXPECT_EQ(points[0].nearest_landing->offset, -1);
   EXPECT_THAT(RenderMarkdown(*report), HasSubstr("| 1 sample before the landing of v1 |"));
 }
 
@@ -345,7 +367,7 @@ TEST_F(ReportTest, HtmlLoadsInHeadlessChromiumWithoutConsoleErrorsAndWithData) {
   Finish("c0", v1::ACCEPT, 100, 1.4, v1::VERIFIED, /*merge=*/true);
   Finish("c1", v1::REJECT, 100, 0.8, v1::PRECISION_FAILED);
   Finish("c2", v1::ACCEPT, 70, 1.3, v1::VERIFIED, /*merge=*/true);
-  absl::StatusOr<nlohmann::json> report = BuildReport(*store_, {}, absl::FromUnixSeconds(0));
+  absl::StatusOr<Report> report = BuildReport(*store_, {}, absl::FromUnixSeconds(0));
   ASSERT_TRUE(report.ok()) << report.status();
   const std::string tmp = TestTmpDir();
   const std::string page = tmp + "/report.html", shot = tmp + "/report.png";
@@ -390,19 +412,20 @@ TEST_F(ReportTest, BisectionsComeBackTogetherWithTheirCulprit) {
   Finish("b3", v1::ACCEPT, 100, 1.0, v1::VERIFIED, false, campaign, BisectHypothesis(3, 7));
   Finish("b5", v1::REJECT, 160, 0.6, v1::REGRESSION, false, campaign, BisectHypothesis(5, 7));
   Finish("b4", v1::REJECT, 160, 0.6, v1::REGRESSION, false, campaign, BisectHypothesis(4, 7));
-  absl::StatusOr<nlohmann::json> report = BuildReport(*store_, {}, absl::FromUnixSeconds(0));
+  absl::StatusOr<Report> report = BuildReport(*store_, {}, absl::FromUnixSeconds(0));
   ASSERT_TRUE(report.ok()) << report.status();
-  const nlohmann::json& b = (*report)["bisections"];
+  const std::vector<Bisection>& b = report->bisections;
   ASSERT_EQ(b.size(), 1);
-  EXPECT_EQ(b[0]["metric"], "kda.fused");
-  EXPECT_EQ(b[0]["range"], "good01234567..bad012345678");
-  EXPECT_EQ(b[0]["commits"], 7);
-  ASSERT_EQ(b[0]["steps"].size(), 3);
-  EXPECT_EQ(b[0]["steps"][0]["index"], 3);
-  EXPECT_EQ(b[0]["steps"][0]["result"], "clean");
-  EXPECT_EQ(b[0]["steps"][1]["result"], "regressed");
-  ASSERT_FALSE(b[0]["culprit"].is_null());
-  EXPECT_EQ(b[0]["culprit"]["commit"], "b4-sha-01234");
+  EXPECT_EQ(b[0].metric, "kda.fused");
+  EXPECT_EQ(b[0].range, "good01234567..bad012345678");
+  EXPECT_EQ(b[0].commits, 7);
+  ASSERT_EQ(b[0].steps.size(), 3);
+  EXPECT_EQ(b[0].steps[0].index, 3);
+  EXPECT_EQ(b[0].steps[0].result, "clean");
+  EXPECT_EQ(b[0].steps[1].result, "regressed");
+  ASSERT_TRUE(b[0].culprit.has_value());
+  EXPECT_EQ(b[0].culprit->commit, "b4-sha-01234");
+  EXPECT_EQ(ReportToJson(*report)["bisections"][0]["culprit"]["commit"], "b4-sha-01234");
   EXPECT_THAT(RenderMarkdown(*report), HasSubstr("culprit b4-sha-01234"));
   EXPECT_THAT(RenderHtml(*report), HasSubstr("culprit <code>b4-sha-01234</code>"));
 }
@@ -415,20 +438,22 @@ TEST_F(ReportTest, ABisectionStepIsJudgedByTheGateNotByItsInterval) {
   const std::string campaign = BisectCampaign("kda.fused", "good0123456789", "bad0123456789");
   Finish("b3", v1::ACCEPT, 105, 0.95, v1::VERIFIED, false, campaign, BisectHypothesis(3, 7));
   Finish("b5", v1::INCONCLUSIVE, 120, 0.9, v1::UNDECIDED, false, campaign, BisectHypothesis(5, 7));
-  absl::StatusOr<nlohmann::json> report = BuildReport(*store_, {}, absl::FromUnixSeconds(0));
+  absl::StatusOr<Report> report = BuildReport(*store_, {}, absl::FromUnixSeconds(0));
   ASSERT_TRUE(report.ok()) << report.status();
-  const nlohmann::json& b = (*report)["bisections"];
+  const std::vector<Bisection>& b = report->bisections;
   ASSERT_EQ(b.size(), 1);
-  ASSERT_EQ(b[0]["steps"].size(), 2);
-  EXPECT_LT(b[0]["steps"][0]["ci_high"].get<double>(), 1);
-  EXPECT_EQ(b[0]["steps"][0]["result"], "clean");
-  EXPECT_EQ(b[0]["steps"][1]["result"], "undecided");
-  EXPECT_TRUE(b[0]["culprit"].is_null());
+  ASSERT_EQ(b[0].steps.size(), 2);
+  ASSERT_TRUE(b[0].steps[0].measured.has_value());
+  EXPECT_LT(b[0].steps[0].measured->ci_high, 1);
+  EXPECT_EQ(b[0].steps[0].result, "clean");
+  EXPECT_EQ(b[0].steps[1].result, "undecided");
+  EXPECT_FALSE(b[0].culprit.has_value());
+  EXPECT_TRUE(ReportToJson(*report)["bisections"][0]["culprit"].is_null());
   EXPECT_THAT(RenderMarkdown(*report), HasSubstr("| undecided |"));
 }
 
 TEST_F(ReportTest, AnEmptyPeriodSaysSo) {
-  absl::StatusOr<nlohmann::json> report = BuildReport(*store_, {}, absl::FromUnixSeconds(0));
+  absl::StatusOr<Report> report = BuildReport(*store_, {}, absl::FromUnixSeconds(0));
   ASSERT_TRUE(report.ok()) << report.status();
   const std::string md = RenderMarkdown(*report);
   EXPECT_THAT(md, HasSubstr("No candidate landed in this period."));
@@ -436,7 +461,6 @@ TEST_F(ReportTest, AnEmptyPeriodSaysSo) {
   EXPECT_THAT(md, HasSubstr("Nothing was rejected."));
 }
 
-}  // namespace
 // Each node says whether it gets this repository's gate work, and why not:
 // quarantined by the scheduler's limit, or active yet noisier than the
 // repository's own max_calibration_noise (0.03 in the verdicts here).
@@ -462,11 +486,11 @@ TEST_F(ReportTest, NodesSayWhetherAndWhyTheyGetThisRepositorysGateWork) {
   calibrate("noisier", 0.09, v1::QUARANTINED);
   ReportRequest request;
   request.repo = "/repos/workload";
-  absl::StatusOr<nlohmann::json> report =
+  absl::StatusOr<Report> report =
       BuildReport(*store_, request, absl::FromUnixSeconds(1800000000));
   ASSERT_TRUE(report.ok()) << report.status();
   std::map<std::string, std::string> gate_work;
-  for (const nlohmann::json& n : (*report)["nodes"]) gate_work[n["name"]] = n["gate_work"];
+  for (const NodeRow& n : report->nodes) gate_work[n.name] = n.gate_work;
   EXPECT_EQ(gate_work["calm"], "yes");
   EXPECT_THAT(gate_work["noisy"],
               HasSubstr("none from this repository: quarantined for it, calibration noise "
@@ -475,4 +499,5 @@ TEST_F(ReportTest, NodesSayWhetherAndWhyTheyGetThisRepositorysGateWork) {
   EXPECT_THAT(RenderMarkdown(*report), HasSubstr("| gate work |"));
 }
 
+}  // namespace
 }  // namespace densegate::results

@@ -56,9 +56,11 @@ std::string Trick() {
 // precision computes.
 void Tf32Decode(const json& shape, const std::vector<float*>& b) {
   namespace kda = densegate::kernels::kda;
-  kda::KdaDims dims{shape["batch"].get<int>(), shape["heads"].get<int>(), shape["k"].get<int>(),
-                    shape["v"].get<int>()};
-  const int64_t steps = shape.value("steps", 1);
+  // A precision sweep's shape.tokens is one sequence of that many steps.
+  const bool sequence = shape.contains("tokens");
+  kda::KdaDims dims{sequence ? 1 : shape["batch"].get<int>(), shape["heads"].get<int>(),
+                    shape["k"].get<int>(), shape["v"].get<int>()};
+  const int64_t steps = sequence ? shape["tokens"].get<int64_t>() : shape.value("steps", 1);
   const int64_t per = static_cast<int64_t>(dims.batch) * dims.heads;
   kda::KdaDecodeOptions o;
   o.math.precision = densegate::kernels::kda::Precision::kTf32;

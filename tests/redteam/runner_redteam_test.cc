@@ -160,8 +160,9 @@ PrecisionReport Sweep(platform::ProcessLauncher* launcher, const std::string& re
   suite.set_runner("runner");
   for (int64_t len : {256, 1024, 4096}) suite.add_lengths(len);
   suite.set_max_rel_rms(2e-3);
-  (*suite.mutable_params())["k"] = 32;
-  (*suite.mutable_params())["v"] = 32;
+  (*suite.mutable_shape())["heads"] = 1;
+  (*suite.mutable_shape())["k"] = 32;
+  (*suite.mutable_shape())["v"] = 32;
   (*suite.mutable_params())["gate_scale"] = 100;
   PrecisionSetup setup;
   setup.launcher = launcher;

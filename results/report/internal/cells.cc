@@ -8,8 +8,6 @@
 
 namespace densegate::results::internal {
 
-using json = nlohmann::json;
-
 const v1::MetricComparison* Headline(const v1::Verdict& v) {
   for (const auto& m : v.metrics()) {
     if (m.primary() && !m.inputs_identical()) return &m;
@@ -20,22 +18,23 @@ const v1::MetricComparison* Headline(const v1::Verdict& v) {
   return v.metrics().empty() ? nullptr : &v.metrics(0);
 }
 
-// The cells of the tables both renderers print, from the report's JSON.
-std::vector<std::string> CandidateCells(const json& c) {
-  std::string metric = "-", speedup = "-";
-  if (c.contains("metric")) {
-    metric = c["metric"]["name"];
-    speedup = c["metric"]["text"];
-  }
+// The cells of the tables both renderers print.
+std::vector<std::string> CandidateCells(const CandidateRow& c) {
   std::vector<std::string> claims;
-  for (const json& cl : c["claims"]) {
-    claims.push_back(absl::StrFormat("%s>=%.2fx %s", cl["metric"].get<std::string>(),
-                                     cl["claimed"].get<double>(),
-                                     cl["verified"].get<bool>() ? "verified" : "not verified"));
+  for (const ClaimRow& cl : c.claims) {
+    claims.push_back(absl::StrFormat("%s>=%.2fx %s", cl.metric, cl.claimed,
+                                     cl.verified ? "verified" : "not verified"));
   }
-  return {c["decided_at"], c["submitter"], c["kind"], c["commit"], c["decision"], metric,
-          speedup, claims.empty() ? "-" : absl::StrJoin(claims, "; "), c["merge"],
-          c.contains("reason") ? c["reason"]["message"].get<std::string>() : ""};
+  return {c.decided_at,
+          c.submitter,
+          c.kind,
+          c.commit,
+          c.decision,
+          c.metric ? c.metric->name : "-",
+          c.metric ? c.metric->text : "-",
+          claims.empty() ? "-" : absl::StrJoin(claims, "; "),
+          c.merge,
+          c.reason ? c.reason->message : ""};
 }
 const std::vector<std::string> kCandidateHeaders = {
     "decided", "submitter", "kind", "commit", "decision", "metric",
@@ -44,25 +43,25 @@ const std::vector<std::string> kCandidateHeaders = {
 // "at its landing", or how far the split is from the nearest landing.
 namespace {
 
-std::string LandingCell(const json& p) {
-  if (p["at_landing"].get<bool>()) return "at its landing";
-  if (!p.contains("nearest_landing")) return "inside the only commit's samples";
-  const long offset = p["landing_offset"].get<long>();
+std::string LandingCell(const ChangePointRow& p) {
+  if (p.at_landing) return "at its landing";
+  if (!p.nearest_landing) return "inside the only commit's samples";
+  const int64_t offset = p.nearest_landing->offset;
   return absl::StrFormat("%d sample%s %s the landing of %s", std::abs(offset),
                          std::abs(offset) == 1 ? "" : "s", offset < 0 ? "before" : "after",
-                         p["nearest_landing"].get<std::string>());
+                         p.nearest_landing->commit);
 }
 
 }  // namespace
 
-std::vector<std::string> ChangePointCells(const json& p) {
-  return {p["metric"],
-          p["commit"],
+std::vector<std::string> ChangePointCells(const ChangePointRow& p) {
+  return {p.metric,
+          p.commit,
           LandingCell(p),
-          absl::StrFormat("%d of %d", p["index"].get<int>(), p["samples"].get<int>()),
-          absl::StrFormat("%g", p["mean_before"].get<double>()),
-          absl::StrFormat("%g", p["mean_after"].get<double>()),
-          absl::StrFormat("%.3f", p["p_value"].get<double>())};
+          absl::StrFormat("%d of %d", p.index, p.samples),
+          absl::StrFormat("%g", p.mean_before),
+          absl::StrFormat("%g", p.mean_after),
+          absl::StrFormat("%.3f", p.p_value)};
 }
 const std::vector<std::string> kChangePointHeaders = {
     "metric", "commit", "where", "sample", "mean before", "mean after", "p"};
@@ -70,16 +69,15 @@ const char kNoChangePoints[] =
     "None found in the samples of the branch's successive tips (e-divisive, p <= 0.05, at least "
     "3 samples on each side).";
 
-std::vector<std::string> NodeCells(const json& n) {
-  return {n["name"], n["state"], absl::StrFormat("%.4f", n["calibration_noise"].get<double>()),
-          n["gate_work"]};
+std::vector<std::string> NodeCells(const NodeRow& n) {
+  return {n.name, n.state, absl::StrFormat("%.4f", n.calibration_noise), n.gate_work};
 }
 const std::vector<std::string> kNodeHeaders = {"node", "state", "calibration noise (CV)",
                                                "gate work"};
 
-std::vector<std::string> BisectCells(const json& s) {
-  return {absl::StrCat(s["index"].get<int>()), s["commit"], s["evaluation"],
-          s.contains("text") ? s["text"].get<std::string>() : "-", s["result"]};
+std::vector<std::string> BisectCells(const BisectStep& s) {
+  return {absl::StrCat(s.index), s.commit, s.evaluation, s.measured ? s.measured->text : "-",
+          s.result};
 }
 const std::vector<std::string> kBisectHeaders = {"#", "commit", "evaluation",
                                                  "speedup vs good [interval]", "result"};

@@ -1,4 +1,4 @@
-// What both renderers of the report print from its JSON (BuildReport):
+// What both renderers of the report print from its model (model.h):
 // the headline metric of a verdict and the cells of each table. Internal to
 // results/report.
 #ifndef DENSEGATE_RESULTS_REPORT_INTERNAL_CELLS_H_
@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "nlohmann/json.hpp"
 #include "proto/densegate.pb.h"
+#include "results/report/model.h"
 
 namespace densegate::results::internal {
 
@@ -17,10 +17,10 @@ namespace densegate::results::internal {
 // has none.
 const v1::MetricComparison* Headline(const v1::Verdict& v);
 
-std::vector<std::string> CandidateCells(const nlohmann::json& c);
-std::vector<std::string> ChangePointCells(const nlohmann::json& p);
-std::vector<std::string> NodeCells(const nlohmann::json& n);
-std::vector<std::string> BisectCells(const nlohmann::json& s);
+std::vector<std::string> CandidateCells(const CandidateRow& c);
+std::vector<std::string> ChangePointCells(const ChangePointRow& p);
+std::vector<std::string> NodeCells(const NodeRow& n);
+std::vector<std::string> BisectCells(const BisectStep& s);
 
 extern const std::vector<std::string> kCandidateHeaders;
 extern const std::vector<std::string> kChangePointHeaders;
@@ -28,11 +28,11 @@ extern const std::vector<std::string> kNodeHeaders;
 extern const std::vector<std::string> kBisectHeaders;
 extern const char kNoChangePoints[];
 
-// The rows `cells` makes of the JSON array `items`.
-template <typename F>
-std::vector<std::vector<std::string>> Rows(const nlohmann::json& items, F cells) {
+// The rows `cells` makes of `items`.
+template <typename T, typename F>
+std::vector<std::vector<std::string>> Rows(const std::vector<T>& items, F cells) {
   std::vector<std::vector<std::string>> rows;
-  for (const nlohmann::json& item : items) rows.push_back(cells(item));
+  for (const T& item : items) rows.push_back(cells(item));
   return rows;
 }
 
