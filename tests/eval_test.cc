@@ -1325,7 +1325,10 @@ TEST_F(EvalTest, CandidateBuildCannotReachTheBaselineTheNodeOrItsToken) {
 # The baseline was built first: slow its binary down, or replace its source.
 printf '#!/bin/sh\nsleep 1\n' > ../baseline/bench 2>/dev/null && echo TRICK-baseline-binary
 echo 'int x;' >> ../baseline/bench.cc 2>/dev/null && echo TRICK-baseline-source
-echo x > ../escaped 2>/dev/null; echo x > %s/escaped 2>/dev/null && echo TRICK-workspace
+echo x > ../escaped 2>/dev/null
+# A trick only where the node's own workspace shows (its token file): under
+# /tmp the sandbox's private /tmp holds an empty copy of the path.
+echo x > %s/escaped 2>/dev/null && [ -e %s/node-token ] && echo TRICK-workspace
 cat %s/node-token 2>/dev/null && echo TRICK-token-file
 cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n' | grep 'toke[n]-%s' && echo TRICK-token-proc
 nsenter -t 1 -n true 2>/dev/null && echo TRICK-nsenter
@@ -1333,7 +1336,7 @@ set -e
 g++ -O2 -std=c++17 -o bench bench.cc -lbenchmark -lpthread
 g++ -O2 -std=c++17 -o check check.cc
 )sh",
-                                         ws, ws, name_));
+                                         ws, ws, ws, name_));
   Commit("reach outside the arm");
   EvalOutcome o = Eval(v1::GAIN);
   unsetenv("DENSEGATE_TOKEN");
