@@ -23,7 +23,8 @@
 
 namespace densegate::results {
 
-// A verdict's headline metric (see internal::Headline) as one row shows it.
+// One metric's comparison as a row shows it: a candidate's headline metric
+// (see internal::Headline), a bisection step's metric.
 struct MetricSummary {
   std::string name;
   double speedup = 0;
@@ -106,13 +107,7 @@ struct BisectStep {
   std::string evaluation;
   std::string result;  // BisectResultName.
   // The metric's comparison, when the verdict measured it.
-  struct Measured {
-    double speedup = 0;
-    double ci_low = 0;
-    double ci_high = 0;
-    std::string text;
-  };
-  std::optional<Measured> measured;
+  std::optional<MetricSummary> measured;
 };
 
 struct Bisection {

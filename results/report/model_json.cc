@@ -6,6 +6,10 @@ namespace {
 
 using json = nlohmann::json;
 
+// Each item's ToJson, in order (defined after the overloads it calls).
+template <typename T>
+json Array(const std::vector<T>& items);
+
 json ToJson(const CandidateRow& c) {
   json row = {{"evaluation", c.evaluation}, {"submitter", c.submitter},
               {"kind", c.kind},             {"commit", c.commit},
@@ -24,6 +28,22 @@ json ToJson(const CandidateRow& c) {
   }
   if (c.reason) row["reason"] = {{"code", c.reason->code}, {"message", c.reason->message}};
   return row;
+}
+
+json ToJson(const HeadlineRow& h) {
+  return {{"metric", h.metric},
+          {"merges", h.merges},
+          {"cumulative", h.cumulative},
+          {"low", h.low},
+          {"high", h.high}};
+}
+
+json ToJson(const NodeRow& n) {
+  return {{"name", n.name},
+          {"state", n.state},
+          {"calibration_noise", n.calibration_noise},
+          {"gate_work", n.gate_work},
+          {"fingerprint", n.fingerprint}};
 }
 
 json ToJson(const TimelineStep& s) {
@@ -65,12 +85,10 @@ json ToJson(const BisectStep& s) {
 }
 
 json ToJson(const Bisection& b) {
-  json steps = json::array();
-  for (const BisectStep& s : b.steps) steps.push_back(ToJson(s));
   return {{"metric", b.metric},
           {"range", b.range},
           {"commits", b.commits},
-          {"steps", std::move(steps)},
+          {"steps", Array(b.steps)},
           {"culprit", b.culprit ? ToJson(*b.culprit) : json(nullptr)}};
 }
 
@@ -108,34 +126,18 @@ json Object(const std::map<std::string, std::vector<T>>& groups) {
 }  // namespace
 
 json ReportToJson(const Report& r) {
-  json headline = json::array();
-  for (const HeadlineRow& h : r.headline) {
-    headline.push_back({{"metric", h.metric},
-                        {"merges", h.merges},
-                        {"cumulative", h.cumulative},
-                        {"low", h.low},
-                        {"high", h.high}});
-  }
-  json nodes = json::array();
-  for (const NodeRow& n : r.nodes) {
-    nodes.push_back({{"name", n.name},
-                     {"state", n.state},
-                     {"calibration_noise", n.calibration_noise},
-                     {"gate_work", n.gate_work},
-                     {"fingerprint", n.fingerprint}});
-  }
   return {{"generated_at", r.generated_at},
           {"repo", r.repo},
           {"branch", r.branch},
           {"since", r.since ? json(*r.since) : json(nullptr)},
-          {"headline", std::move(headline)},
+          {"headline", Array(r.headline)},
           {"timeline", Object(r.timeline)},
           {"candidates", Array(r.candidates)},
           {"rejected", Object(r.rejected)},
           {"precision", Array(r.precision)},
           {"bisections", Array(r.bisections)},
           {"change_points", Array(r.change_points)},
-          {"nodes", std::move(nodes)}};
+          {"nodes", Array(r.nodes)}};
 }
 
 }  // namespace densegate::results

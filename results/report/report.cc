@@ -67,6 +67,11 @@ absl::StatusOr<std::vector<v1::Evaluation>> FinishedEvaluations(Store& store,
   return out;
 }
 
+MetricSummary Summary(const v1::MetricComparison& m) {
+  return {m.metric(),  m.speedup(),          m.ci_low(),     m.ci_high(),
+          m.n_pairs(), m.inputs_identical(), SpeedupText(m)};
+}
+
 CandidateRow Candidate(const v1::Evaluation& e) {
   const v1::Verdict& v = e.verdict();
   CandidateRow row;
@@ -78,11 +83,7 @@ CandidateRow Candidate(const v1::Evaluation& e) {
   row.decision = absl::AsciiStrToLower(v1::Decision_Name(v.decision()));
   row.decided_at = Time(v.decided_at());
   row.merge = absl::AsciiStrToLower(v1::MergeState_Name(e.merge().state()));
-  if (const v1::MetricComparison* m = Headline(v)) {
-    row.metric = MetricSummary{m->metric(),   m->speedup(),          m->ci_low(),
-                               m->ci_high(),  m->n_pairs(),          m->inputs_identical(),
-                               SpeedupText(*m)};
-  }
+  if (const v1::MetricComparison* m = Headline(v)) row.metric = Summary(*m);
   for (const auto& c : v.claims()) row.claims.push_back({c.metric(), c.claimed(), c.verified()});
   if (const v1::Reason* r = DecidingReason(v)) {
     row.reason = ReasonRow{absl::AsciiStrToLower(v1::ReasonCode_Name(r->code())), r->message()};
@@ -178,10 +179,7 @@ std::vector<Bisection> Bisections(const std::vector<v1::Evaluation>& evaluations
       step.commit = e->candidate().candidate_sha().substr(0, 12);
       step.evaluation = e->id();
       step.result = BisectResultName(result);
-      if (m != nullptr) {
-        step.measured = BisectStep::Measured{m->speedup(), m->ci_low(), m->ci_high(),
-                                             SpeedupText(*m)};
-      }
+      if (m != nullptr) step.measured = Summary(*m);
       if (result == BisectResult::kClean) clean_up_to = std::max(clean_up_to, index);
       if (result == BisectResult::kRegressed && !b.culprit && index == clean_up_to + 1) {
         b.culprit = step;
@@ -264,8 +262,8 @@ absl::StatusOr<std::map<std::string, std::vector<TipSample>>> TipHistories(
 // is the machine moving, not the code.
 // `evaluations`: all of the repository's, not only the branch's, since the
 // re-measure that lands a merge commit targets no branch itself.
-absl::StatusOr<std::vector<ChangePointRow>> ChangePoints(Store& store, const std::vector<v1::Evaluation>& evaluations,
-                                  const std::string& branch) {
+absl::StatusOr<std::vector<ChangePointRow>> ChangePoints(
+    Store& store, const std::vector<v1::Evaluation>& evaluations, const std::string& branch) {
   absl::StatusOr<std::map<std::string, std::vector<TipSample>>> histories =
       TipHistories(store, evaluations, branch);
   if (!histories.ok()) return histories.status();
@@ -367,8 +365,9 @@ std::vector<PrecisionChart> PrecisionCharts(const std::vector<v1::Evaluation>& e
 // limit is the one its latest verdict applied (the baseline manifest's
 // max_calibration_noise): a node above it is quarantined for this
 // repository's gate work, whatever its state.
-absl::StatusOr<std::vector<NodeRow>> NodeRows(Store& store, const std::vector<v1::Evaluation>& all,
-                              const std::string& repo) {
+absl::StatusOr<std::vector<NodeRow>> NodeRows(Store& store,
+                                              const std::vector<v1::Evaluation>& all,
+                                              const std::string& repo) {
   double repo_noise_limit = 0;
   for (const v1::Evaluation& e : all) {
     const double limit = e.verdict().provenance().policy_parameters().max_calibration_noise();
