@@ -11,6 +11,8 @@
 #include "cli/build_info.h"
 #include "cli/channel_flags.h"
 #include "cli/command.h"
+#include "harness/evaluator.h"
+#include "harness/node/evaluator_job_runner.h"
 #include "harness/node/node_worker.h"
 #include "cli/sandbox_flags.h"
 #include "harness/process/host_lock.h"
@@ -20,6 +22,7 @@ namespace {
 
 struct NodeArgs {
   harness::NodeWorkerOptions options;
+  harness::EvaluatorOptions evaluator;
   std::string cpus;
   std::string ca = DefaultCaFile();
   std::string host_lock;
@@ -37,14 +40,14 @@ int RunNode(NodeArgs& a) {
       std::cerr << "densegate node: --cpus expects a list like 0,1, got \"" << a.cpus << "\"\n";
       return kExitUsage;
     }
-    a.options.cpus.push_back(id);
+    a.evaluator.cpus.push_back(id);
   }
-  if (a.options.workspace_root.empty()) {
+  if (a.evaluator.workspace_root.empty()) {
     // One root per node: two nodes on one machine never share a slot.
     const char* home = std::getenv("HOME");
     char host[256] = {};
     gethostname(host, sizeof host - 1);
-    a.options.workspace_root =
+    a.evaluator.workspace_root =
         absl::StrCat(home ? home : "/tmp", "/.cache/densegate/nodes/",
                      a.options.name.empty() ? std::string(host) : a.options.name);
   }
@@ -52,8 +55,7 @@ int RunNode(NodeArgs& a) {
     std::cerr << "densegate node: --precision_cache_mib must be 0 or more\n";
     return kExitUsage;
   }
-  a.options.precision_cache_bytes = a.precision_cache_mib << 20;
-  a.options.software_version = absl::StrCat(kVersion, "+", kGitCommit);
+  a.evaluator.software_version = absl::StrCat(kVersion, "+", kGitCommit);
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds = ChannelCredentials(a.ca);
   if (!creds.ok()) {
     std::cerr << "densegate node: " << creds.status().message() << "\n";
@@ -68,7 +70,7 @@ int RunNode(NodeArgs& a) {
       return kExitUsage;
     }
     host_lock = *std::move(opened);
-    a.options.host_lock = host_lock.get();
+    a.evaluator.host_lock = host_lock.get();
   }
   absl::StatusOr<std::unique_ptr<platform::ProcessLauncher>> launcher =
       NewArmLauncher(a.sandbox, "node");
@@ -76,12 +78,13 @@ int RunNode(NodeArgs& a) {
     std::cerr << "densegate node: " << launcher.status().message() << "\n";
     return kExitInfrastructure;
   }
-  a.options.sandbox_uid = a.sandbox.sandbox_uid;
-  a.options.candidate_uid = a.sandbox.candidate_uid;
-  a.options.arm_disk_quota_bytes = a.sandbox.arm_disk_quota_mib << 20;
-  a.options.arm_max_processes = a.sandbox.arm_max_processes;
-  a.options.isolation = Isolation(a.sandbox);
-  harness::NodeWorker worker(a.options, launcher->get());
+  a.evaluator.sandbox_uid = a.sandbox.sandbox_uid;
+  a.evaluator.candidate_uid = a.sandbox.candidate_uid;
+  a.evaluator.arm_disk_quota_bytes = a.sandbox.arm_disk_quota_mib << 20;
+  a.evaluator.arm_max_processes = a.sandbox.arm_max_processes;
+  a.evaluator.isolation = Isolation(a.sandbox);
+  harness::EvaluatorJobRunner runner(a.evaluator, a.precision_cache_mib << 20, launcher->get());
+  harness::NodeWorker worker(a.options, &runner);
   absl::Status s = worker.Run();
   if (!s.ok()) {
     std::cerr << "densegate node: " << s.message() << "\n";
@@ -104,7 +107,7 @@ void AddNodeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--token", args->options.token, "node token ($DENSEGATE_TOKEN)");
   cmd->add_option("--ca", args->ca, "CA bundle (PEM) to reach a TLS scheduler ($DENSEGATE_CA)");
   cmd->add_option("--name", args->options.name, "node name (default: host name)");
-  cmd->add_option("--workspace", args->options.workspace_root,
+  cmd->add_option("--workspace", args->evaluator.workspace_root,
                   "worktrees and build caches (default ~/.cache/densegate/nodes/NAME)");
   cmd->add_option("--cpus", args->cpus, "pin measured processes to these CPUs, e.g. 0,1");
   cmd->add_option("--host_lock", args->host_lock,

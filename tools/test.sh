@@ -57,14 +57,15 @@ else
   echo "//:layers FAILED" | tee -a "$log"
   status=1
 fi
-# ASan+UBSan over the service's unit tests and the red-team runner suite.
-# Not over the workload (kernels/, runtime/: what candidates change, and
-# what their own correctness suites test) nor the three integration suites,
-# which spend their time in real builds and benchmarks: on a 2-core machine
-# with nothing cached, ASan over everything took 23 minutes to reach them,
-# and the scheduler's suite alone then took 381 s under ASan.
+# ASan+UBSan over the service's unit tests, the scheduler's in-process
+# scenarios and the red-team runner suite. Not over the workload (kernels/,
+# runtime/: what candidates change, and what their own correctness suites
+# test) nor the integration suites that spend their time in real builds and
+# benchmarks: on a 2-core machine with nothing cached, ASan over everything
+# took 23 minutes to reach them, and the scheduler's process suite alone
+# then took 381 s under ASan.
 run --config=asan -- //... -//kernels/... -//runtime/... -//tests/... \
-    //tests/redteam/...
+    //tests/redteam/... //tests:scheduler_scenarios_test
 # ThreadSanitizer where it can see the locks: the store (SQLite group commit,
 # the PostgreSQL connection pool, concurrent claims) and the harness. The
 # scheduler and node talk gRPC, whose Debian build TSan cannot see into.

@@ -1,24 +1,16 @@
 #include "harness/node/node_worker.h"
 
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <condition_variable>
-#include <fstream>
 #include <mutex>
-#include <random>
 #include <thread>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "harness/evaluator.h"
-#include "harness/process/machine_probe.h"
 
 namespace densegate::harness {
 namespace {
@@ -27,25 +19,6 @@ absl::Status FromGrpc(const grpc::Status& s, const std::string& what) {
   if (s.ok()) return absl::OkStatus();
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
                       absl::StrCat(what, ": ", s.error_message()));
-}
-
-std::string CpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (absl::StartsWith(line, "model name")) {
-      size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(colon + 2);
-    }
-  }
-  return "unknown";
-}
-
-int64_t MemoryBytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  int64_t kb = 0;
-  in >> key >> kb;
-  return kb * 1024;
 }
 
 // Stage events and progress go to the scheduler as they happen; cancellation
@@ -97,54 +70,8 @@ class StreamingListener : public EvalListener {
 
 }  // namespace
 
-v1::NodeDimensions DetectDimensions(const std::vector<int>& cpus) {
-  v1::NodeDimensions d;
-  d.set_accelerator_kind("cpu");
-  d.set_cpu_model(CpuModel());
-  const int cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-  d.set_cpu_cores(cpus.empty() ? cores : static_cast<int>(cpus.size()));
-  d.set_memory_bytes(MemoryBytes());
-  utsname u{};
-  uname(&u);
-  d.set_fingerprint(absl::StrFormat(
-      "%016x", std::hash<std::string>{}(absl::StrCat(d.cpu_model(), "|", u.release, "|",
-                                                     u.machine, "|gcc-" __VERSION__))));
-  return d;
-}
-
-double MeasureCalibrationNoise(int runs) {
-  // A fixed mix of arithmetic and memory traffic, like the benchmarks
-  // (~20 ms per run).
-  std::vector<double> a(1 << 21, 1.0);
-  std::vector<double> t;
-  volatile double sink = 0;
-  for (int r = 0; r < runs + 2; ++r) {
-    auto start = std::chrono::steady_clock::now();
-    double acc = 0;
-    for (int pass = 0; pass < 6; ++pass) {
-      for (size_t i = 0; i < a.size(); ++i) {
-        a[i] = a[i] * 0.999999 + 1e-6;
-        acc += a[i];
-      }
-    }
-    sink = sink + acc;
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (r >= 2) t.push_back(s);  // The first two warm up caches and clocks.
-  }
-  // Robust coefficient of variation: 1.4826 * MAD / median, so that one
-  // preempted run does not quarantine a node, while sustained noise does.
-  std::sort(t.begin(), t.end());
-  const double median = t[t.size() / 2];
-  std::vector<double> dev;
-  for (double x : t) dev.push_back(std::abs(x - median));
-  std::sort(dev.begin(), dev.end());
-  return 1.4826 * dev[dev.size() / 2] / median;
-}
-
-NodeWorker::NodeWorker(NodeWorkerOptions options, platform::ProcessLauncher* launcher)
-    : options_(std::move(options)),
-      launcher_(launcher),
-      precision_baselines_(options_.precision_cache_bytes) {
+NodeWorker::NodeWorker(NodeWorkerOptions options, JobRunner* runner)
+    : options_(std::move(options)), runner_(runner) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(16 << 20);
   stub_ = v1::NodeService::NewStub(grpc::CreateCustomChannel(
@@ -163,10 +90,16 @@ void NodeWorker::Attach(grpc::ClientContext* ctx) const {
   if (!options_.token.empty()) ctx->AddMetadata("authorization", "Bearer " + options_.token);
 }
 
+void NodeWorker::Stop() {
+  stop_ = true;
+  absl::MutexLock l(&poll_mu_);
+  if (poll_ != nullptr) poll_->TryCancel();
+}
+
 absl::Status NodeWorker::Run() {
   v1::RegisterNodeRequest reg;
   reg.set_name(options_.name);
-  *reg.mutable_dimensions() = DetectDimensions(options_.cpus);
+  *reg.mutable_dimensions() = runner_->Dimensions();
   v1::RegisterNodeResponse registered;
   {
     grpc::ClientContext ctx;
@@ -199,7 +132,17 @@ absl::Status NodeWorker::Run() {
       Attach(&ctx);
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
       ctx.set_wait_for_ready(true);
+      {
+        absl::MutexLock l(&poll_mu_);
+        if (stop_) break;
+        poll_ = &ctx;
+      }
       grpc::Status s = stub_->Synchronize(&ctx, req, &resp);
+      {
+        absl::MutexLock l(&poll_mu_);
+        poll_ = nullptr;
+      }
+      if (stop_) break;
       if (!s.ok()) {
         // The scheduler may be restarting: retry for a while.
         if (++failures > 30) return FromGrpc(s, "synchronize");
@@ -225,8 +168,7 @@ absl::StatusOr<std::optional<v1::Lease>> NodeWorker::RunLease(const v1::Lease& l
   finish.set_node_id(node_id_);
   finish.set_lease_id(lease.id());
   if (lease.job_kind() == v1::CALIBRATION) {
-    HostLock::Guard measuring(options_.host_lock, HostLock::Mode::kExclusive);
-    finish.set_calibration_noise(MeasureCalibrationNoise(15));
+    finish.set_calibration_noise(runner_->MeasureNoise());
   } else {
     std::atomic<bool> cancel{false};
     grpc::ClientContext stream_ctx;
@@ -270,23 +212,7 @@ absl::StatusOr<std::optional<v1::Lease>> NodeWorker::RunLease(const v1::Lease& l
     request.node_noise = lease.node_calibration_noise();
     request.error_share = c.error_share();
     request.continues = c.continues();
-    EvaluatorOptions eo;
-    eo.workspace_root = options_.workspace_root;
-    eo.node_id = node_id_;
-    eo.node_fingerprint = DetectDimensions(options_.cpus).fingerprint();
-    eo.software_version = options_.software_version;
-    eo.cpus = options_.cpus;
-    eo.sandbox_uid = options_.sandbox_uid;
-    eo.candidate_uid = options_.candidate_uid;
-    eo.arm_disk_quota_bytes = options_.arm_disk_quota_bytes;
-    eo.arm_max_processes = options_.arm_max_processes;
-    eo.isolation = options_.isolation;
-    eo.host_lock = options_.host_lock;
-    eo.precision_baselines = &precision_baselines_;
-    std::unique_ptr<MachineProbe> probe = NewCacheSweepProbe(options_.cpus);
-    eo.machine_probe = probe.get();
-    Evaluator evaluator(eo, launcher_);
-    absl::StatusOr<EvalOutcome> outcome = evaluator.Evaluate(request, &listener);
+    absl::StatusOr<EvalOutcome> outcome = runner_->Evaluate(node_id_, request, &listener);
     {
       std::lock_guard<std::mutex> l(mu);
       done = true;

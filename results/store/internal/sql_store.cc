@@ -7,9 +7,7 @@
 namespace densegate::results::internal {
 namespace sql_store_impl {
 
-absl::string_view SqlStore::backend() const {
-  return pg_ ? "postgresql" : "sqlite";
-}
+absl::string_view SqlStore::backend() const { return dialect_.name(); }
 
 absl::Status SqlStore::Migrate() {
   return ApplyMigrations(*driver_, AllMigrations(), NowUs());
@@ -22,16 +20,6 @@ absl::StatusOr<int> SqlStore::SchemaVersion() {
 absl::Status SqlStore::Run(absl::string_view op, TxMode mode,
                  absl::FunctionRef<absl::Status(SqlTx&)> fn) {
   return driver_->Transact(op, mode, fn);
-}
-
-SqlValue SqlStore::IdList(const std::vector<int64_t>& ids) const {
-  return SqlValue(pg_ ? absl::StrCat("{", absl::StrJoin(ids, ","), "}")
-                      : absl::StrCat("[", absl::StrJoin(ids, ","), "]"));
-}
-
-std::string SqlStore::IdListSelect(int param) const {
-  return pg_ ? absl::StrCat("SELECT unnest(CAST($", param, " AS BIGINT[]))")
-             : absl::StrCat("SELECT value FROM json_each($", param, ")");
 }
 
 absl::Status SqlStore::ValidateRequirements(const JobRequirements& r) {
@@ -185,7 +173,7 @@ absl::StatusOr<std::vector<SqlStore::Claimed>> SqlStore::ClaimInTx(SqlTx& tx,
                                                int limit, int64_t now,
                                                int64_t expires) {
   std::vector<Claimed> claimed;
-  if (pg_) {
+  if (dialect_.OneStatementWrites()) {
     DG_ASSIGN_OR_RETURN(
         SqlResult r,
         tx.Exec(PgClaim(limit), PgClaimArgs(node_id, d, now, expires)));
@@ -354,8 +342,8 @@ absl::Status SqlStore::FinishInTx(SqlTx& tx, const LeaseRef& ref,
         SqlResult found,
         tx.Exec(absl::StrCat("SELECT id FROM samples WHERE evaluation_id = "
                              "$1 AND id IN (",
-                             IdListSelect(2), ")"),
-                {lease.evaluation_id, IdList(ids)}));
+                             dialect_.SelectIds(2), ")"),
+                {lease.evaluation_id, dialect_.IdArray(ids)}));
     if (found.rows.size() != ids.size()) {
       std::set<int64_t> have;
       for (const SqlRow& row : found.rows) have.insert(row.Int(0));
@@ -389,13 +377,8 @@ absl::Status SqlStore::FinishInTx(SqlTx& tx, const LeaseRef& ref,
   if (!sample_ids.empty()) {
     std::vector<int64_t> ids(sample_ids.begin(), sample_ids.end());
     DG_RETURN_IF_ERROR(
-        tx.Exec(pg_ ? "INSERT INTO verdict_samples (evaluation_id, "
-                      "sample_id) "
-                      "SELECT CAST($1 AS TEXT), unnest(CAST($2 AS BIGINT[]))"
-                    : "INSERT INTO verdict_samples (evaluation_id, "
-                      "sample_id) "
-                      "SELECT $1, value FROM json_each($2)",
-                {lease.evaluation_id, IdList(ids)})
+        tx.Exec(dialect_.InsertVerdictSamples(),
+                {lease.evaluation_id, dialect_.IdArray(ids)})
             .status());
   }
   for (const v1::MetricComparison& m : v.metrics()) {
@@ -577,18 +560,15 @@ absl::StatusOr<LeaseRow> SqlStore::LockLiveLease(SqlTx& tx, const LeaseRef& ref,
                                        int64_t now) {
   DG_ASSIGN_OR_RETURN(
       SqlResult r,
-      tx.Exec(absl::StrCat(kLeaseColumns, ForUpdate()), {ref.lease_id}));
+      tx.Exec(absl::StrCat(kLeaseColumns, dialect_.RowLock()), {ref.lease_id}));
   if (r.rows.empty()) {
     return absl::NotFoundError(
         absl::StrCat("lease ", ref.lease_id, " not found"));
   }
   LeaseRow lease = LeaseFromRow(r.rows[0]);
   DG_RETURN_IF_ERROR(CheckLive(lease, ref, now));
-  if (pg_) {
-    DG_RETURN_IF_ERROR(
-        tx.Exec("SELECT id FROM jobs WHERE id = $1 FOR NO KEY UPDATE",
-                {lease.job_id})
-            .status());
+  if (!dialect_.LockJobRow().empty()) {
+    DG_RETURN_IF_ERROR(tx.Exec(dialect_.LockJobRow(), {lease.job_id}).status());
   }
   return lease;
 }
@@ -597,7 +577,7 @@ absl::StatusOr<LeaseRow> SqlStore::SharedLiveLease(SqlTx& tx, const LeaseRef& re
                                          int64_t now) {
   DG_ASSIGN_OR_RETURN(
       SqlResult r,
-      tx.Exec(absl::StrCat(kLeaseColumns, pg_ ? " FOR SHARE" : ""),
+      tx.Exec(absl::StrCat(kLeaseColumns, dialect_.SharedRowLock()),
               {ref.lease_id}));
   if (r.rows.empty()) {
     return absl::NotFoundError(

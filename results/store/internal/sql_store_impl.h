@@ -34,6 +34,7 @@
 #include "results/store/internal/concurrency_limit.h"
 #include "platform/status_macros.h"
 #include "results/store/internal/schema.h"
+#include "results/store/internal/sql_dialect.h"
 #include "results/store/internal/sql_statements.h"
 
 namespace densegate::results::internal::sql_store_impl {
@@ -209,9 +210,10 @@ class SqlStore : public Store {
       : driver_(std::move(driver)),
         options_(options),
         clock_(options.clock != nullptr ? options.clock : SystemClock()),
-        pg_(driver_->dialect() == Dialect::kPostgres),
-        claims_(pg_ ? options.max_concurrent_claims : 0, hooks.claim_waits),
-        finish_batches_(pg_ ? options.max_concurrent_claims : 0,
+        dialect_(SqlDialectOf(driver_->dialect())),
+        claims_(dialect_.OneStatementWrites() ? options.max_concurrent_claims : 0,
+                hooks.claim_waits),
+        finish_batches_(dialect_.OneStatementWrites() ? options.max_concurrent_claims : 0,
                         kMaxFinishBatch, hooks.claim_waits) {}
 
   absl::string_view backend() const override;
@@ -354,14 +356,6 @@ class SqlStore : public Store {
   absl::Status Run(absl::string_view op, TxMode mode,
                    absl::FunctionRef<absl::Status(SqlTx&)> fn);
 
-  // Row lock for rows the transaction will update (none on SQLite, whose
-  // write transactions are exclusive). NO KEY UPDATE: does not block
-  // foreign-key checks of inserts that reference the row.
-  const char* ForUpdate() const { return pg_ ? " FOR NO KEY UPDATE" : ""; }
-
-  // A list of ids as one parameter, and the subquery that expands it.
-  SqlValue IdList(const std::vector<int64_t>& ids) const;
-  std::string IdListSelect(int param) const;
 
   static absl::Status ValidateRequirements(const JobRequirements& r);
 
@@ -511,7 +505,7 @@ class SqlStore : public Store {
   std::unique_ptr<SqlDriver> driver_;
   const StoreOptions options_;
   Clock* const clock_;
-  const bool pg_;
+  const SqlDialect& dialect_;
   // Claims in flight from this store (StoreOptions::max_concurrent_claims).
   ConcurrencyLimit claims_;
   // PostgreSQL's FinishLeaseAndClaimNext callers, in batches of up to

@@ -96,7 +96,7 @@ absl::StatusOr<MergeEntry> SqlStore::UpdateMerge(absl::string_view evaluation_id
             tx.Exec(
                 absl::StrCat(
                     "SELECT state FROM merge_queue WHERE evaluation_id = $1",
-                    ForUpdate()),
+                    dialect_.RowLock()),
                 {evaluation_id}));
         if (r.rows.empty()) {
           return absl::NotFoundError(absl::StrCat(

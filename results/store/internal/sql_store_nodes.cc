@@ -38,7 +38,7 @@ absl::StatusOr<v1::Node> SqlStore::RegisterNode(
           DG_ASSIGN_OR_RETURN(
               SqlResult r,
               tx.Exec(absl::StrCat("SELECT id FROM nodes WHERE name = $1",
-                                   ForUpdate()),
+                                   dialect_.RowLock()),
                       {name}));
           if (r.rows.empty()) {
             return absl::InternalError(
@@ -77,7 +77,8 @@ absl::StatusOr<v1::Node> SqlStore::GetNode(absl::string_view node_id) {
   v1::Node out;
   // One SELECT: on PostgreSQL in autocommit (one round trip instead of
   // three; every Synchronize reads its node).
-  const TxMode mode = pg_ ? TxMode::kSingleStatement : TxMode::kRead;
+  const TxMode mode =
+      dialect_.OneStatementWrites() ? TxMode::kSingleStatement : TxMode::kRead;
   DG_RETURN_IF_ERROR(
       Run("GetNode", mode, [&](SqlTx& tx) -> absl::Status {
         DG_ASSIGN_OR_RETURN(out, LoadNode(tx, node_id));

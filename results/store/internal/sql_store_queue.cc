@@ -32,7 +32,7 @@ absl::StatusOr<int64_t> SqlStore::EnqueueCalibration(absl::string_view node_id,
         DG_ASSIGN_OR_RETURN(
             SqlResult n,
             tx.Exec(absl::StrCat("SELECT id FROM nodes WHERE id = $1",
-                                 ForUpdate()),
+                                 dialect_.RowLock()),
                     {node_id}));
         if (n.rows.empty()) {
           return absl::NotFoundError(
@@ -84,7 +84,7 @@ absl::StatusOr<std::vector<v1::Lease>> SqlStore::ClaimJobs(
   const int limit = std::min(request.max_jobs, kMaxClaim);
   {
     ConcurrencyLimit::Turn turn(claims_);
-    if (pg_) {
+    if (dialect_.OneStatementWrites()) {
       // One statement, in autocommit mode, queued on the pipelined
       // connection with the finish-and-claim batches: PostgreSQL runs
       // the claim statements one after another.
@@ -116,7 +116,7 @@ absl::StatusOr<LeaseRenewal> SqlStore::RenewLease(const LeaseRef& ref,
   const int64_t now = NowUs();
   const int64_t expires = now + absl::ToInt64Microseconds(ttl);
   LeaseRenewal out;
-  if (pg_) {
+  if (dialect_.OneStatementWrites()) {
     // The common case: one statement in autocommit mode.
     bool renewed = false;
     DG_RETURN_IF_ERROR(Run(
@@ -154,7 +154,7 @@ absl::StatusOr<LeaseRenewal> SqlStore::RenewLease(const LeaseRef& ref,
               .status();
         }
         DG_ASSIGN_OR_RETURN(SqlResult r,
-                            tx.Exec(absl::StrCat(kLeaseColumns, ForUpdate()),
+                            tx.Exec(absl::StrCat(kLeaseColumns, dialect_.RowLock()),
                                     {ref.lease_id}));
         if (r.rows.empty()) {
           return absl::NotFoundError(
@@ -194,7 +194,7 @@ absl::Status SqlStore::FinishLease(const LeaseRef& ref,
                          const v1::Verdict& verdict) {
   const int64_t now = NowUs();
   DG_ASSIGN_OR_RETURN(StoredVerdict v, PrepareVerdict(ref, verdict, now));
-  if (pg_) {
+  if (dialect_.OneStatementWrites()) {
     // One statement (autocommit, one round trip) when the lease is live and
     // the verdict consistent; otherwise the step-by-step transaction below
     // finds out what is wrong.
@@ -227,7 +227,7 @@ absl::StatusOr<NextClaim> SqlStore::FinishLeaseAndClaimNext(
   // What is left for the step-by-step transaction below.
   bool finish_here = true;
   bool claim_here = true;
-  if (pg_) {
+  if (dialect_.OneStatementWrites()) {
     // With the callers waiting at the same time, in one statement (one
     // round trip, autocommit) when the lease is live and the verdict
     // consistent; otherwise the transaction below finds out what is wrong.
@@ -355,7 +355,7 @@ absl::StatusOr<std::vector<ReclaimedLease>> SqlStore::ReclaimExpiredLeases(
                     "attempt, state, expires_at_us, end_reason FROM leases "
                     "WHERE state = $1 AND expires_at_us <= $2 ORDER BY "
                     "expires_at_us, id LIMIT $3",
-                    pg_ ? " FOR NO KEY UPDATE SKIP LOCKED" : ""),
+                    dialect_.SkipLockedRowLock()),
                 {kLeaseActive, now, limit}));
         for (const SqlRow& row : r.rows) {
           LeaseRow lease = LeaseFromRow(row);

@@ -112,12 +112,13 @@ absl::StatusOr<SubmitResult> SqlStore::Submit(const SubmitParams& params) {
         DG_ASSIGN_OR_RETURN(result.evaluation, LoadEvaluation(tx, id, true));
         return absl::OkStatus();
       }));
-  if (pg_ && !result.deduplicated &&
+  if (!dialect_.AnalyzeQueue().empty() && !result.deduplicated &&
       ++submissions_ % kSubmissionsPerQueueAnalyze == 0) {
     // Best effort: the submission stands, and a failed ANALYZE is tried
     // again after the next batch.
-    (void)Run("AnalyzeQueue", TxMode::kSingleStatement,
-              [](SqlTx& tx) { return tx.ExecScript("ANALYZE jobs"); });
+    (void)Run("AnalyzeQueue", TxMode::kSingleStatement, [this](SqlTx& tx) {
+      return tx.ExecScript(dialect_.AnalyzeQueue());
+    });
   }
   return result;
 }
@@ -239,13 +240,13 @@ absl::StatusOr<v1::Evaluation> SqlStore::CancelEvaluation(
                         "SELECT id FROM leases WHERE id = (SELECT "
                         "current_lease_id FROM jobs WHERE evaluation_id "
                         "= $1) AND state = $2",
-                        ForUpdate()),
+                        dialect_.RowLock()),
                     {evaluation_id, kLeaseActive})
                 .status());
         DG_RETURN_IF_ERROR(
             tx.Exec(
                   absl::StrCat("SELECT id FROM jobs WHERE evaluation_id = $1",
-                               ForUpdate()),
+                               dialect_.RowLock()),
                   {evaluation_id})
                 .status());
         DG_ASSIGN_OR_RETURN(
