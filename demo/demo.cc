@@ -25,7 +25,7 @@
 #include "demo/expectation.h"
 #include "demo/scenario.h"
 #include "demo/scratch_repo.h"
-#include "demo/service_process.h"
+#include "platform/process/service_process.h"
 #include "grpcpp/grpcpp.h"
 #include "platform/process/launcher.h"
 #include "platform/git/git.h"
@@ -129,7 +129,7 @@ absl::Status Demo::StartServices() {
   }
   const std::string port_file = o_.out_dir + "/ports";
   fs::remove(port_file, ec);
-  absl::StatusOr<std::unique_ptr<ServiceProcess>> s = ServiceProcess::Start(
+  absl::StatusOr<std::unique_ptr<platform::ServiceProcess>> s = platform::ServiceProcess::Start(
       {o_.densegate_binary, "serve", "--address", "127.0.0.1:0", "--http_address", "127.0.0.1:0",
        "--port_file", port_file, "--db", db_url_, "--tokens", tokens_path},
       o_.out_dir + "/logs/scheduler.log", {});
@@ -197,7 +197,7 @@ absl::Status Demo::StartServices() {
 
 absl::Status Demo::StartNode(size_t i) {
   const NodeSpec& spec = node_specs_[i];
-  absl::StatusOr<std::unique_ptr<ServiceProcess>> n = ServiceProcess::Start(
+  absl::StatusOr<std::unique_ptr<platform::ServiceProcess>> n = platform::ServiceProcess::Start(
       spec.argv, o_.out_dir + "/logs/" + spec.name + ".log", spec.cpus);
   if (!n.ok()) return n.status();
   nodes_[i] = *std::move(n);

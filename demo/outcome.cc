@@ -27,7 +27,7 @@
 #include "demo/expectation.h"
 #include "demo/scenario.h"
 #include "demo/scratch_repo.h"
-#include "demo/service_process.h"
+#include "platform/process/service_process.h"
 #include "grpcpp/grpcpp.h"
 #include "platform/process/launcher.h"
 #include "platform/git/git.h"

@@ -5,12 +5,6 @@
 // here: a node and the scheduler killed with SIGKILL, a restart, TLS, and
 // what a node's sandboxes leave behind; every other scenario runs in one
 // process with scripted nodes (scheduler_scenarios_test.cc).
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -19,50 +13,21 @@
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "platform/process/service_process.h"
 #include "tests/scheduler_fixture.h"
-
-extern char** environ;
 
 namespace densegate::test {
 namespace {
 
-// A child process in its own process group.
-class Child {
- public:
-  explicit Child(const std::vector<std::string>& argv, const std::string& log) {
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    EXPECT_EQ(posix_spawn(&pid_, args[0], &fa, &attr, args.data(), environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-  }
-  ~Child() { Kill(); }
-  // SIGTERM to the child alone (not its process group), as a service
-  // manager stops it; waits for it to exit.
-  void Terminate() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  void Kill() {
-    if (pid_ <= 0) return;
-    kill(-pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
+using platform::ServiceProcess;
 
- private:
-  pid_t pid_ = -1;
-};
+// A process of the test, in its own process group with its output in `log`.
+std::unique_ptr<ServiceProcess> StartProcess(const std::vector<std::string>& argv,
+                                             const std::string& log) {
+  absl::StatusOr<std::unique_ptr<ServiceProcess>> p = ServiceProcess::Start(argv, log);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? *std::move(p) : nullptr;
+}
 
 class SchedulerProcesses : public SchedulerFixture {
  protected:
@@ -78,7 +43,7 @@ class SchedulerProcesses : public SchedulerFixture {
                                      "--max_calibration_noise", "1", "--http_address",
                                      "127.0.0.1:0"};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    server_ = std::make_unique<Child>(argv, dir_ + "/serve.log");
+    server_ = StartProcess(argv, dir_ + "/serve.log");
     // Wait for the port file (written once the server listens).
     WaitFor([&] { return std::ifstream(port_file).good(); }, absl::Seconds(30));
     int port = 0;
@@ -88,16 +53,16 @@ class SchedulerProcesses : public SchedulerFixture {
     Connect(port, http_port);
   }
 
-  std::unique_ptr<Child> StartNode(const std::string& name,
+  std::unique_ptr<ServiceProcess> StartNode(const std::string& name,
                                    const std::vector<std::string>& extra = {}) {
     std::vector<std::string> argv = {Runfile("cli/densegate"), "node", "--server", address_,
                                      "--token", NodeToken(name), "--name", name, "--workspace",
                                      dir_ + "/ws-" + name};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    return std::make_unique<Child>(argv, dir_ + "/" + name + ".log");
+    return StartProcess(argv, dir_ + "/" + name + ".log");
   }
 
-  std::unique_ptr<Child> server_;
+  std::unique_ptr<ServiceProcess> server_;
 };
 
 using SchedulerProcessesOnEachStore = OnEachStore<SchedulerProcesses>;

@@ -25,7 +25,7 @@
 #include "demo/demo.h"
 #include "demo/scenario.h"
 #include "demo/scratch_repo.h"
-#include "demo/service_process.h"
+#include "platform/process/service_process.h"
 #include "platform/git/git.h"
 #include "platform/process/launcher.h"
 #include "proto/densegate.grpc.pb.h"
@@ -120,14 +120,14 @@ class Demo {
   ScratchRepo repo_;
   Tokens tokens_;
   std::string db_url_;
-  std::unique_ptr<ServiceProcess> scheduler_;
+  std::unique_ptr<platform::ServiceProcess> scheduler_;
   struct NodeSpec {
     std::string name;
     std::vector<int> cpus;
     std::vector<std::string> argv;
   };
   std::vector<NodeSpec> node_specs_;
-  std::vector<std::unique_ptr<ServiceProcess>> nodes_;  // One per spec.
+  std::vector<std::unique_ptr<platform::ServiceProcess>> nodes_;  // One per spec.
   std::string address_;
   int http_port_ = 0;
   std::unique_ptr<v1::Densegate::Stub> stub_;

@@ -74,6 +74,10 @@ NodeWorker::NodeWorker(NodeWorkerOptions options, JobRunner* runner)
     : options_(std::move(options)), runner_(runner) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(16 << 20);
+  // A restarted scheduler is found within seconds: gRPC's reconnect
+  // backoff otherwise grows to two minutes while the node's calls wait.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 500);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
   stub_ = v1::NodeService::NewStub(grpc::CreateCustomChannel(
       options_.server,
       options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials(), args));

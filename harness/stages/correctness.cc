@@ -3,19 +3,27 @@
 
 namespace densegate::harness::internal {
 
-// JUnit files named by a correctness suite's results.
+// JUnit files named by a correctness suite's results: the *.xml regular
+// files under its results directory (for Bazel, under `bazel-testlogs`,
+// the link that names it followed; no link the candidate's tests left
+// inside is followed or listed). Read in the node's process: nothing is
+// written into the candidate's tree.
 std::vector<std::string> ResultFiles(const v1::CorrectnessSuite& suite, const std::string& dir) {
-  std::string root = suite.results() == v1::BAZEL_TEST ? dir + "/bazel-testlogs"
-                                                       : dir + "/" + suite.results_path();
-  // -H: follow the named link (bazel-testlogs) only, never a link the
-  // candidate's tests left inside it.
-  std::string list = absl::StrFormat("find -H '%s' -name '*.xml' -type f 2>/dev/null > '%s.list'",
-                                     root, root);
+  const std::string root = suite.results() == v1::BAZEL_TEST
+                               ? dir + "/bazel-testlogs"
+                               : dir + "/" + suite.results_path();
   std::vector<std::string> files;
-  if (std::system(list.c_str()) != 0) return files;
-  std::ifstream in(root + ".list");
-  for (std::string line; std::getline(in, line);) files.push_back(line);
-  std::remove((root + ".list").c_str());
+  std::error_code ec;
+  auto it = std::filesystem::recursive_directory_iterator(
+      root, std::filesystem::directory_options::skip_permission_denied, ec);
+  for (; !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    std::error_code type_ec;
+    if (it->symlink_status(type_ec).type() == std::filesystem::file_type::regular &&
+        it->path().extension() == ".xml") {
+      files.push_back(it->path().string());
+    }
+  }
+  std::sort(files.begin(), files.end());
   return files;
 }
 

@@ -1,4 +1,4 @@
-#include "demo/service_process.h"
+#include "platform/process/service_process.h"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -12,7 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 
-namespace densegate::demo {
+namespace densegate::platform {
 
 absl::StatusOr<std::unique_ptr<ServiceProcess>> ServiceProcess::Start(
     const std::vector<std::string>& argv, const std::string& log_path,
@@ -51,6 +51,22 @@ absl::StatusOr<std::unique_ptr<ServiceProcess>> ServiceProcess::Start(
 
 ServiceProcess::~ServiceProcess() { Stop(absl::Seconds(5)); }
 
+void ServiceProcess::Terminate() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGTERM);
+  int status;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+void ServiceProcess::Kill() {
+  if (pid_ <= 0) return;
+  kill(-pid_, SIGKILL);
+  int status;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
 bool ServiceProcess::Running() {
   if (pid_ <= 0) return false;
   int status;
@@ -75,4 +91,4 @@ void ServiceProcess::Stop(absl::Duration grace) {
   pid_ = -1;
 }
 
-}  // namespace densegate::demo
+}  // namespace densegate::platform
