@@ -94,8 +94,14 @@ TEST_P(SchedulerProcessesOnEachStore, ANodeKilledMidJobLosesItsLeaseAndAnotherFi
 // Three candidates, one node; the scheduler is killed with one running and
 // two queued, restarted on the same store, and every verdict arrives once.
 TEST_P(SchedulerProcessesOnEachStore, SchedulerKilledAndRestartedLosesNoVerdict) {
+  // The comment leaves the benchmark's inputs as they were: decided without
+  // pairs, so that the time goes to the restart, not to measuring.
+  Sh("sed -i 's|\"timeout_s\": 60,|\"timeout_s\": 60, \"skip_when_identical\": true,|' " +
+     repo_ + "/densegate.json");
+  Git("commit -q -am 'compare the benchmark inputs'");
+  Git("tag -f base");
   Branch("fast", kFast);
-  Branch("comment", "sed -i '1i // no-op' checksum.h");
+  Branch("comment", "echo '# no-op' >> build.sh");
   Branch("wrong", "sed -i 's/1000000007ULL/1000000009ULL/' checksum.h");
   StartServer(/*lease_s=*/5);
   std::vector<std::string> ids;
