@@ -100,10 +100,9 @@ absl::StatusOr<EvalOutcome> Evaluation::Run() {
   }
   EvalOutcome outcome;
   absl::Cleanup end_candidate = [this] { EndCandidateSandbox(); };
-  using Step = absl::StatusOr<bool> (Evaluation::*)();
   bool ok = true;
-  for (Step step : {&Evaluation::Preflight, &Evaluation::Build, &Evaluation::Correctness,
-                    &Evaluation::Precision, &Evaluation::Benchmarks}) {
+  for (Stage step : {&Evaluation::Preflight, &Evaluation::Build, &Evaluation::Correctness,
+                     &Evaluation::Precision, &Evaluation::Benchmarks}) {
     if (listener_ != nullptr && listener_->Cancelled()) {
       infrastructure_ = absl::CancelledError("the evaluation was cancelled");
       ok = false;

@@ -191,6 +191,13 @@ class Evaluation {
   }
   std::string LogPath(const std::string& name) const { return log_dir_ + "/" + name; }
 
+  // The stages, one file each in harness/stages/, run in this order by
+  // Run() over this shared state. Each has the same contract (a Stage):
+  // true to go on; false when the candidate failed it, a verdict (the
+  // failure is in failures_); an error when the evaluation cannot be
+  // carried out (InvalidArgument or NotFound: the request; anything else:
+  // infrastructure).
+  using Stage = absl::StatusOr<bool> (Evaluation::*)();
   absl::StatusOr<bool> Preflight();
   absl::StatusOr<bool> Build();
   absl::StatusOr<bool> Correctness();

@@ -129,28 +129,31 @@ void RunStreaming(const Problem& pb, size_t i0, size_t i1, size_t j0,
   }
 }
 
+// Streams the last rows of [i0, i1) that the micro-kernel serves worse
+// (AVX2, few rows); returns where the rows left for it end.
+size_t StreamFewRows(const Problem& pb, size_t i0, size_t i1, size_t j0, size_t j1) {
+  if (!pb.avx2 || i1 - i0 > kDirectBMaxRows) return i1;
+  // Measured with 1024 x 1024 B. K x N layout: streaming beats the
+  // micro-kernel for up to 4 rows, a full 6-row panel beats streaming 5 or 6,
+  // so the rows that do not fill a 6-row panel (if at most 4) are streamed.
+  // Transposed B streams more slowly (in-register transposes): only whole
+  // problems of up to 3 rows go that way.
+  const size_t m = i1 - i0;
+  size_t rest = 0;
+  if (!pb.b_transposed) {
+    rest = m <= gemm_internal::kStreamMaxRows ? m : m % kMr;
+    if (rest > gemm_internal::kStreamMaxRows) rest = 0;
+  } else if (m <= 3) {
+    rest = m;
+  }
+  if (rest > 0) RunStreaming(pb, i1 - rest, i1, j0, j1);
+  return i1 - rest;
+}
+
 // Computes rows [i0, i1) x columns [j0, j1) of C.
 void RunRange(const Problem& pb, size_t i0, size_t i1, size_t j0, size_t j1) {
-  if (pb.avx2 && i1 - i0 <= kDirectBMaxRows) {
-    // Measured with 1024 x 1024 B. K x N layout: streaming beats the
-    // micro-kernel for up to 4 rows, a full 6-row panel beats streaming 5 or 6,
-    // so the rows that do not fill a 6-row panel (if at most 4) are streamed.
-    // Transposed B streams more slowly (in-register transposes): only whole
-    // problems of up to 3 rows go that way.
-    const size_t m = i1 - i0;
-    size_t rest = 0;
-    if (!pb.b_transposed) {
-      rest = m <= gemm_internal::kStreamMaxRows ? m : m % kMr;
-      if (rest > gemm_internal::kStreamMaxRows) rest = 0;
-    } else if (m <= 3) {
-      rest = m;
-    }
-    if (rest > 0) {
-      RunStreaming(pb, i1 - rest, i1, j0, j1);
-      i1 -= rest;
-      if (i1 == i0) return;
-    }
-  }
+  i1 = StreamFewRows(pb, i0, i1, j0, j1);
+  if (i1 == i0) return;
   const size_t m = i1 - i0;
   const size_t n = j1 - j0;
   const size_t k = pb.k;
