@@ -87,7 +87,10 @@ EvaluatorJobRunner::EvaluatorJobRunner(EvaluatorOptions evaluator, int64_t preci
                                        platform::ProcessLauncher* launcher)
     : options_(std::move(evaluator)),
       launcher_(launcher),
-      precision_baselines_(precision_cache_bytes) {}
+      precision_baselines_(precision_cache_bytes) {
+  // What the node registers with; the same for every evaluation.
+  options_.node_fingerprint = DetectDimensions(options_.cpus).fingerprint();
+}
 
 v1::NodeDimensions EvaluatorJobRunner::Dimensions() { return DetectDimensions(options_.cpus); }
 
@@ -101,7 +104,6 @@ absl::StatusOr<EvalOutcome> EvaluatorJobRunner::Evaluate(const std::string& node
                                                          EvalListener* listener) {
   EvaluatorOptions options = options_;
   options.node_id = node_id;
-  options.node_fingerprint = DetectDimensions(options_.cpus).fingerprint();
   options.precision_baselines = &precision_baselines_;
   std::unique_ptr<MachineProbe> probe = NewCacheSweepProbe(options_.cpus);
   options.machine_probe = probe.get();

@@ -30,8 +30,9 @@ double MeasureCalibrationNoise(int runs);
 
 class EvaluatorJobRunner : public JobRunner {
  public:
-  // `evaluator` is every evaluation's options (node_id, node_fingerprint,
-  // machine_probe and precision_baselines are set per evaluation);
+  // `evaluator` is every evaluation's options (node_fingerprint is this
+  // machine's; node_id, machine_probe and precision_baselines are set per
+  // evaluation);
   // `precision_cache_bytes` bounds the baselines' halves of precision
   // sweeps kept for later candidates (0: none). `launcher` is not owned.
   EvaluatorJobRunner(EvaluatorOptions evaluator, int64_t precision_cache_bytes,
