@@ -32,6 +32,7 @@ void AddNodeCommand(CLI::App& app, int* exit_code);
 void AddReportCommand(CLI::App& app, int* exit_code);
 void AddDemoCommand(CLI::App& app, int* exit_code);
 void AddTokenCommand(CLI::App& app, int* exit_code);
+void AddFeedbackCommand(CLI::App& app, int* exit_code);
 // submit, status, watch, cancel, list.
 void AddClientCommands(CLI::App& app, int* exit_code);
 

@@ -25,6 +25,8 @@ struct ServeArgs {
   double max_noise = 0.05;
   double second_part_share = 0.1;
   int calibration_period_s = 6 * 3600;
+  int feedback_max_mib = static_cast<int>(results::FeedbackPolicy().max_bytes >> 20);
+  int feedback_keep_per_branch = results::FeedbackPolicy().keep_per_branch;
   int max_concurrent_claims = results::StoreOptions().max_concurrent_claims;
 };
 
@@ -53,6 +55,8 @@ int Serve(const ServeArgs& a) {
   o.scheduler.max_calibration_noise = a.max_noise;
   o.scheduler.second_part_share = a.second_part_share;
   o.scheduler.calibration_period = absl::Seconds(a.calibration_period_s);
+  o.scheduler.feedback.max_bytes = int64_t{a.feedback_max_mib} << 20;
+  o.scheduler.feedback.keep_per_branch = a.feedback_keep_per_branch;
   absl::StatusOr<std::unique_ptr<scheduler::SchedulerServer>> server =
       scheduler::SchedulerServer::Start(o, std::move(*store));
   if (!server.ok()) {
@@ -117,6 +121,16 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                   "an active node measures its noise again this often")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--feedback_max_mib", args->feedback_max_mib,
+                  "largest feedback bundle a node may upload (nodes leave out traces, then "
+                  "the largest logs, to fit)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--feedback_keep_per_branch", args->feedback_keep_per_branch,
+                  "per repository and target branch, the newest bundles that keep their "
+                  "files; older ones keep feedback.json only (0: keep all)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max_concurrent_claims", args->max_concurrent_claims,
                   "PostgreSQL: claim statements this scheduler has in flight at once, each "
                   "serving every node that waits for it, queued on one connection (0: no "

@@ -153,7 +153,8 @@ absl::StatusOr<EvalOutcome> Evaluation::Run() {
   outcome.samples = samples_;
   if (!infrastructure_.ok()) {
     outcome.infrastructure_error = infrastructure_;
-    WriteFeedbackBundle(request_.out_dir, nullptr, stages_, samples_, counters_, infrastructure_);
+    WriteFeedbackBundle(request_.out_dir, nullptr, stages_, samples_, counters_, infrastructure_,
+                        request_.evaluation_id);
     return outcome;
   }
   if (!ok) {
@@ -169,6 +170,7 @@ absl::StatusOr<EvalOutcome> Evaluation::Run() {
     gate_ = *result;
   }
   results::VerdictContext context;
+  context.evaluation_id = request_.evaluation_id;
   context.candidate_id = absl::StrFormat("%016x", std::hash<std::string>{}(absl::StrCat(
                                                       request_.repo, checkout_.baseline_sha,
                                                       checkout_.candidate_sha, manifest_hash_)));

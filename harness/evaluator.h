@@ -54,6 +54,9 @@
 namespace densegate::harness {
 
 struct EvalRequest {
+  // The scheduler's evaluation this runs (empty for `densegate eval`): named
+  // in the verdict and the feedback bundle.
+  std::string evaluation_id;
   std::string repo;  // Local path or URL.
   std::string baseline_ref;
   std::string candidate_ref;
@@ -184,6 +187,10 @@ struct EvalOutcome {
   // Every raw sample, in measurement order (ids local to this evaluation,
   // as the verdict's provenance lists them).
   std::vector<v1::Sample> samples;
+  // The feedback bundle, as a node's JobRunner reads it back from the
+  // directory the evaluation wrote it to; the Evaluator itself only writes
+  // the directory (EvalRequest::out_dir) and leaves this empty.
+  v1::FeedbackBundle feedback;
 };
 
 // Calibration noise at or below which a node runs each end-to-end benchmark

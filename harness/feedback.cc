@@ -8,7 +8,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "results/feedback/bundle.h"
 
 namespace densegate::harness {
 namespace {
@@ -29,7 +31,11 @@ std::string DirectionName(v1::Direction d) {
 // "kda_decode.fused_b32" -> "kda_decode": the component a metric measures.
 std::string Component(const std::string& metric) { return metric.substr(0, metric.find('.')); }
 
-void WriteJson(const std::string& path, const json& j) { std::ofstream(path) << j.dump(2) << "\n"; }
+// Logs and summaries carry whatever the candidate printed: bytes that are
+// not UTF-8 become U+FFFD instead of failing the bundle.
+void WriteJson(const std::string& path, const json& j) {
+  std::ofstream(path) << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+}
 
 // Time counters end in their unit: "kda_ms", "queue_ns".
 bool IsTimeCounter(const std::string& name) {
@@ -83,7 +89,89 @@ json VolumeChanges(const CounterMedians& c) {
   return Top3(c, &ranked);
 }
 
+// Lines that say what went wrong, as compilers, test frameworks,
+// sanitizers and runtimes print them.
+bool IsErrorLine(absl::string_view line) {
+  static constexpr absl::string_view kMarkers[] = {
+      "error:",  "Error:",      "ERROR",        "FAILED",           "Failure",
+      "fatal",   "Fatal",       "FATAL",        "Check failed",     "Assertion",
+      "panic",   "Traceback",   "terminate called", "Segmentation fault", "Sanitizer",
+      "what():", "Exception",   "exception:"};
+  for (absl::string_view m : kMarkers) {
+    if (absl::StrContains(line, m)) return true;
+  }
+  return false;
+}
+
+// The log files (names under logs/) a stage's processes write.
+std::vector<std::string> StageLogPrefixes(v1::StageKind kind) {
+  switch (kind) {
+    case v1::BUILD:
+      return {"build-"};
+    case v1::CORRECTNESS:
+      return {"correctness-", "check-"};
+    case v1::PRECISION:
+      return {"precision-"};
+    case v1::MICROBENCHMARK:
+    case v1::END_TO_END:
+      return {"bench-", "timed-", "trace-"};
+    default:
+      return {};
+  }
+}
+
 }  // namespace
+
+std::vector<LogErrorLine> FirstErrorLines(const std::string& log_dir, v1::StageKind kind,
+                                          int max_lines) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(log_dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    for (const std::string& prefix : StageLogPrefixes(kind)) {
+      if (absl::StartsWith(name, prefix) && it->is_regular_file(ec)) files.push_back(name);
+    }
+  }
+  // Standard error first: that is where the errors are; then by name.
+  std::sort(files.begin(), files.end(), [](const std::string& a, const std::string& b) {
+    return std::make_pair(!absl::EndsWith(a, ".err"), a) < std::make_pair(!absl::EndsWith(b, ".err"), b);
+  });
+  std::vector<LogErrorLine> out;
+  for (const std::string& file : files) {
+    // The first 8 MiB of each log, line by line, each line cut to 300
+    // characters as it is read: a candidate's log may be one endless line.
+    std::ifstream in(log_dir + "/" + file, std::ios::binary);
+    std::string line;
+    bool cut = false;
+    int n = 1;
+    auto end_line = [&] {
+      if (IsErrorLine(line)) out.push_back({file, n, cut ? line + "..." : line});
+      line.clear();
+      cut = false;
+      ++n;
+    };
+    char buffer[64 * 1024];
+    for (int64_t read = 0; read < (int64_t{8} << 20) && static_cast<int>(out.size()) < max_lines;) {
+      in.read(buffer, sizeof buffer);
+      const std::streamsize got = in.gcount();
+      if (got <= 0) break;
+      read += got;
+      for (std::streamsize i = 0; i < got && static_cast<int>(out.size()) < max_lines; ++i) {
+        if (buffer[i] == '\n') {
+          end_line();
+        } else if (line.size() < 300) {
+          line += buffer[i];
+        } else {
+          cut = true;
+        }
+      }
+    }
+    if (!line.empty() && static_cast<int>(out.size()) < max_lines) end_line();
+    if (static_cast<int>(out.size()) >= max_lines) break;
+  }
+  return out;
+}
 
 json VerdictJson(const v1::Verdict& v) {
   json out;
@@ -121,6 +209,9 @@ json VerdictJson(const v1::Verdict& v) {
 
 json FeedbackJson(const v1::Verdict& v, const std::vector<CounterMedians>& counters) {
   json out;
+  out["schema_version"] = results::kFeedbackSchemaVersion;
+  out["evaluation_id"] = v.evaluation_id();
+  out["candidate_id"] = v.candidate_id();
   out["decision"] = absl::AsciiStrToLower(v1::Decision_Name(v.decision()));
   std::vector<const v1::MetricComparison*> moved, unchanged;
   for (const auto& m : v.metrics()) {
@@ -190,11 +281,35 @@ json FeedbackJson(const v1::Verdict& v, const std::vector<CounterMedians>& count
   return out;
 }
 
+json StagesJson(const std::string& dir, const std::vector<v1::Stage>& stages) {
+  json out = json::array();
+  const std::string log_dir = dir + "/logs";
+  for (const v1::Stage& s : stages) {
+    std::string log = s.log_uri();
+    if (absl::StartsWith(log, log_dir + "/")) log = log.substr(dir.size() + 1);
+    json stage = {{"name", StageName(s.kind())},
+                  {"status", StatusName(s.status())},
+                  {"seconds", s.seconds()},
+                  {"summary", s.summary()},
+                  {"log", log}};
+    if (s.status() == v1::STAGE_FAILED || s.status() == v1::STAGE_ERROR) {
+      json errors = json::array();
+      for (const LogErrorLine& e : FirstErrorLines(log_dir, s.kind(), 5)) {
+        errors.push_back({{"file", "logs/" + e.file}, {"line", e.line}, {"text", e.text}});
+      }
+      stage["first_errors"] = std::move(errors);
+    }
+    out.push_back(std::move(stage));
+  }
+  return out;
+}
+
 void WriteFeedbackBundle(const std::string& dir, const v1::Verdict* verdict,
                          const std::vector<v1::Stage>& stages,
                          const std::vector<v1::Sample>& samples,
                          const std::vector<CounterMedians>& counters,
-                         const absl::Status& infrastructure_error) {
+                         const absl::Status& infrastructure_error,
+                         const std::string& evaluation_id) {
   if (dir.empty()) return;
   if (!counters.empty()) {
     json by_benchmark = json::object();
@@ -228,15 +343,21 @@ void WriteFeedbackBundle(const std::string& dir, const v1::Verdict* verdict,
                            {"process_cpu_seconds", s.process_cpu_seconds()}});
   }
   WriteJson(dir + "/samples.json", sample_list);
+  json summary;
   if (verdict != nullptr) {
     WriteJson(dir + "/verdict.json", VerdictJson(*verdict));
-    WriteJson(dir + "/feedback.json", FeedbackJson(*verdict, counters));
+    summary = FeedbackJson(*verdict, counters);
   } else {
     json error = {{"decision", "error"},
                   {"infrastructure_error", std::string(infrastructure_error.message())}};
     WriteJson(dir + "/verdict.json", error);
-    WriteJson(dir + "/feedback.json", error);
+    summary = error;
+    summary["schema_version"] = results::kFeedbackSchemaVersion;
+    summary["evaluation_id"] = evaluation_id;
+    summary["headline"] = absl::StrCat("not evaluated: ", infrastructure_error.message());
   }
+  summary["stages"] = StagesJson(dir, stages);
+  WriteJson(dir + "/" + results::kFeedbackSummaryFile, summary);
 }
 
 void WritePrecisionCurve(const std::string& dir, const std::string& suite,

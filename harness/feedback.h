@@ -3,9 +3,10 @@
 //
 // Bundle layout (the directory given with --out):
 //   verdict.json    the compact verdict (VerdictJson)
-//   feedback.json   what an agent reads first: which metrics moved beyond
-//                   noise, by how much, ranked, attributed to a component,
-//                   and why the decision is what it is
+//   feedback.json   what an agent reads first (schema: docs/feedback.md):
+//                   which metrics moved beyond noise, by how much, ranked,
+//                   attributed to a component, why the decision is what it
+//                   is, and each stage with the first errors of its logs
 //   samples.json    every raw sample, in measurement order
 //   stages.json     each stage with status, duration, summary, log file
 //   precision/      one JSON per precision suite: the baseline's and the
@@ -56,13 +57,29 @@ nlohmann::json VerdictJson(const v1::Verdict& verdict);
 nlohmann::json FeedbackJson(const v1::Verdict& verdict,
                             const std::vector<CounterMedians>& counters = {});
 
+// A line of a stage's logs that reports an error.
+struct LogErrorLine {
+  std::string file;  // Name under the log directory.
+  int line = 0;      // From 1.
+  std::string text;  // At most 300 characters.
+};
+
+// The first `max_lines` error lines (compiler and test-framework errors,
+// failed checks, sanitizer reports, uncaught exceptions) of the logs that
+// stage `kind` wrote into `log_dir`: standard error before standard output,
+// then by file name; the first 8 MiB of each file.
+std::vector<LogErrorLine> FirstErrorLines(const std::string& log_dir, v1::StageKind kind,
+                                          int max_lines);
+
 // Writes the bundle into `dir` (nothing when empty). `verdict` is null when
-// the evaluation ended in an infrastructure error, which is recorded instead.
+// the evaluation ended in an infrastructure error, which is recorded instead
+// (with `evaluation_id`, which a verdict names itself).
 void WriteFeedbackBundle(const std::string& dir, const v1::Verdict* verdict,
                          const std::vector<v1::Stage>& stages,
                          const std::vector<v1::Sample>& samples,
                          const std::vector<CounterMedians>& counters,
-                         const absl::Status& infrastructure_error);
+                         const absl::Status& infrastructure_error,
+                         const std::string& evaluation_id = "");
 
 // Writes precision/<suite>.json into `dir` (nothing when empty).
 void WritePrecisionCurve(const std::string& dir, const std::string& suite,

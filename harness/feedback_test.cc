@@ -117,6 +117,62 @@ TEST(FeedbackTest, BundleRecordsInfrastructureErrorsInsteadOfAVerdict) {
   nlohmann::json v = nlohmann::json::parse(std::ifstream(dir + "/verdict.json"));
   EXPECT_EQ(v["decision"], "error");
   EXPECT_EQ(v["infrastructure_error"], "disk full");
+  nlohmann::json f = nlohmann::json::parse(std::ifstream(dir + "/feedback.json"));
+  EXPECT_EQ(f["schema_version"], 1);
+  EXPECT_EQ(f["decision"], "error");
+  EXPECT_EQ(f["headline"], "not evaluated: disk full");
+}
+
+TEST(FeedbackTest, SummaryCarriesItsSchemaVersionAndEachStageWithItsFirstErrors) {
+  const std::string dir = TestTmpDir() + "/stages";
+  test::WriteFile(dir + "/logs/build-candidate.err",
+                  "INFO: Analyzed 3 targets\n"
+                  "kernels/kda/kda_decode.cc:41:7: error: 'tile' was not declared in this scope\n"
+                  "Target //kernels/kda:kda_decode failed to build\n");
+  test::WriteFile(dir + "/logs/build-baseline.err", "INFO: Build completed successfully\n");
+  test::WriteFile(dir + "/logs/correctness-candidate-unit.out", "[  FAILED  ] KvCache.Transfer\n");
+  v1::Verdict verdict = SampleVerdict();
+  verdict.set_evaluation_id("ev-1");
+  v1::Stage build;
+  build.set_kind(v1::BUILD);
+  build.set_status(v1::STAGE_FAILED);
+  build.set_seconds(12.5);
+  build.set_summary("candidate does not build");
+  build.set_log_uri(dir + "/logs/build-candidate.err");
+  v1::Stage preflight;
+  preflight.set_kind(v1::PREFLIGHT);
+  preflight.set_status(v1::STAGE_PASSED);
+  WriteFeedbackBundle(dir, &verdict, {preflight, build}, {}, {}, absl::OkStatus());
+
+  nlohmann::json f = nlohmann::json::parse(std::ifstream(dir + "/feedback.json"));
+  EXPECT_EQ(f["schema_version"], 1);
+  EXPECT_EQ(f["evaluation_id"], "ev-1");
+  ASSERT_EQ(f["stages"].size(), 2);
+  EXPECT_EQ(f["stages"][0]["name"], "preflight");
+  EXPECT_FALSE(f["stages"][0].contains("first_errors"));
+  const auto& b = f["stages"][1];
+  EXPECT_EQ(b["status"], "failed");
+  EXPECT_EQ(b["seconds"], 12.5);
+  EXPECT_EQ(b["log"], "logs/build-candidate.err");  // Relative to the bundle.
+  ASSERT_EQ(b["first_errors"].size(), 1);
+  EXPECT_EQ(b["first_errors"][0]["file"], "logs/build-candidate.err");
+  EXPECT_EQ(b["first_errors"][0]["line"], 2);
+  EXPECT_NE(b["first_errors"][0]["text"].get<std::string>().find("'tile' was not declared"),
+            std::string::npos);
+
+  // A candidate's bytes that are not UTF-8 do not cost the summary.
+  test::WriteFile(dir + "/logs/build-candidate.err", "\xff\xfe error: bad bytes\n");
+  WriteFeedbackBundle(dir, &verdict, {build}, {}, {}, absl::OkStatus());
+  nlohmann::json again = nlohmann::json::parse(std::ifstream(dir + "/feedback.json"));
+  EXPECT_NE(again["stages"][0]["first_errors"][0]["text"].get<std::string>().find(
+                "\xEF\xBF\xBD"),  // U+FFFD
+            std::string::npos);
+
+  // The correctness stage's logs are its own.
+  std::vector<LogErrorLine> lines = FirstErrorLines(dir + "/logs", v1::CORRECTNESS, 5);
+  ASSERT_EQ(lines.size(), 1);
+  EXPECT_EQ(lines[0].file, "correctness-candidate-unit.out");
+  EXPECT_EQ(lines[0].text, "[  FAILED  ] KvCache.Transfer");
 }
 
 }  // namespace

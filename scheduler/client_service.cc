@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "results/feedback/bundle.h"
 #include "scheduler/internal/rpc_util.h"
 #include "scheduler/scheduler.h"
 
@@ -206,6 +207,33 @@ class Scheduler::ClientService final : public v1::Densegate::Service {
     if (!nodes.ok()) return ToGrpc(nodes.status());
     for (v1::Node& n : *nodes) *resp->add_nodes() = std::move(n);
     return Status::OK;
+  }
+
+  Status GetFeedback(ServerContext* ctx, const v1::GetFeedbackRequest* req,
+                     grpc::ServerWriter<v1::FeedbackChunk>* writer) override {
+    Principal who;
+    if (Status st = Read(ctx, &who); !st.ok()) return st;
+    if (req->evaluation_id().empty()) return Invalid("evaluation_id is required");
+    absl::StatusOr<results::FeedbackRecord> rec =
+        s_->store_->GetFeedback(req->evaluation_id(), !req->summary_only());
+    if (!rec.ok()) return ToGrpc(rec.status());
+    v1::FeedbackChunk chunk;
+    v1::FeedbackInfo* info = chunk.mutable_info();
+    info->set_evaluation_id(rec->evaluation_id);
+    info->set_summary_json(rec->summary_json);
+    info->set_files(rec->files);
+    info->set_bytes(rec->bytes);
+    *info->mutable_omitted() = rec->bundle.omitted();
+    *info->mutable_recorded_at() = internal::ToTimestamp(rec->recorded_at);
+    if (rec->files_dropped_at != absl::InfinitePast()) {
+      *info->mutable_files_dropped_at() = internal::ToTimestamp(rec->files_dropped_at);
+    }
+    if (!writer->Write(chunk)) return Status(StatusCode::CANCELLED, "client went away");
+    const bool sent = results::ForEachPiece(rec->bundle, [&](const v1::FeedbackFile& piece) {
+      *chunk.mutable_file() = piece;
+      return writer->Write(chunk);
+    });
+    return sent ? Status::OK : Status(StatusCode::CANCELLED, "client went away");
   }
 
  private:

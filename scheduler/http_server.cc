@@ -117,10 +117,13 @@ void HttpServer::Serve() {
                          : r.status == 403 ? "Forbidden"
                          : r.status == 404 ? "Not Found"
                          : r.status == 405 ? "Method Not Allowed"
+                         : r.status == 410 ? "Gone"
                                            : "Internal Server Error";
     const std::string response =
         absl::StrCat("HTTP/1.1 ", r.status, " ", reason, "\r\nContent-Type: ", r.content_type,
-                     "\r\nContent-Length: ", r.body.size(), "\r\nConnection: close\r\n\r\n",
+                     "\r\nContent-Length: ", r.body.size(),
+                     // A page says what it is; nothing is sniffed into HTML.
+                     "\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n",
                      r.body);
     size_t done = 0;
     while (done < response.size()) {

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "scheduler/internal/rpc_util.h"
+#include "results/feedback/bundle.h"
 #include "results/gate/gate.h"
 #include "results/verdict/verdict.h"
 #include "scheduler/scheduler.h"
@@ -56,6 +57,61 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
     }
     resp->set_node_id(node->id());
     resp->set_heartbeat_interval_s(s_->options_.heartbeat_interval_s);
+    resp->set_feedback_max_bytes(s_->options_.feedback.max_bytes);
+    return Status::OK;
+  }
+
+  Status UploadFeedback(ServerContext* ctx, grpc::ServerReader<v1::UploadFeedbackRequest>* reader,
+                        v1::UploadFeedbackResponse* resp) override {
+    Principal who;
+    if (Status st = s_->auth_.Authorize(ctx, {Role::kNode}, &who); !st.ok()) return st;
+    v1::UploadFeedbackRequest req;
+    if (!reader->Read(&req)) return Invalid("empty upload");
+    if (req.node_id().empty() || req.lease_id().empty()) {
+      return Invalid("the first message names node_id and lease_id");
+    }
+    if (Status st = s_->CheckActsAs(who, req.node_id()); !st.ok()) return st;
+    const results::LeaseRef lease{req.lease_id(), req.node_id()};
+    // Before taking any of the bundle: the lease must be live (renewed
+    // here, as a heartbeat would), and the node not uploading already.
+    absl::StatusOr<results::LeaseRenewal> live =
+        s_->store_->RenewLease(lease, s_->options_.lease_duration);
+    if (!live.ok()) return ToGrpc(live.status());
+    if (live->cancel) {
+      return Status(StatusCode::FAILED_PRECONDITION,
+                    absl::StrCat("lease ", lease.lease_id, " is over: ", live->cancel_reason));
+    }
+    {
+      absl::MutexLock l(&s_->mu_);
+      if (!s_->uploading_.insert(lease.node_id).second) {
+        return Status(StatusCode::RESOURCE_EXHAUSTED,
+                      "this node is uploading a feedback bundle already");
+      }
+    }
+    struct Done {
+      Scheduler* s;
+      std::string node;
+      ~Done() {
+        absl::MutexLock l(&s->mu_);
+        s->uploading_.erase(node);
+      }
+    } done{s_, lease.node_id};
+    results::BundleAssembler assembler(s_->options_.feedback.max_bytes);
+    if (req.omitted_size() > results::kMaxBundleFiles) {
+      return Invalid(absl::StrCat("omitted names over ", results::kMaxBundleFiles, " paths"));
+    }
+    *assembler.bundle().mutable_omitted() = req.omitted();
+    do {
+      if (!req.has_file()) continue;
+      // Over the cap: refused as soon as it shows, not after all of it.
+      if (absl::Status st = assembler.Add(req.file()); !st.ok()) return ToGrpc(st);
+    } while (reader->Read(&req));
+    const v1::FeedbackBundle& bundle = assembler.bundle();
+    absl::Status st = s_->store_->PutFeedback(lease, bundle, results::BundleSummary(bundle),
+                                              s_->options_.feedback);
+    if (!st.ok()) return ToGrpc(st);
+    resp->set_files(bundle.files_size());
+    resp->set_bytes(assembler.bytes());
     return Status::OK;
   }
 

@@ -12,7 +12,8 @@ namespace densegate::scheduler {
 
 using internal::Now;
 
-absl::StatusOr<v1::Report> Scheduler::RenderReport(const v1::GetReportRequest& request) {
+absl::StatusOr<v1::Report> Scheduler::RenderReport(const v1::GetReportRequest& request,
+                                                   const std::string& feedback_link_prefix) {
   results::ReportRequest r;
   r.repo = request.repo();
   r.branch = request.branch();
@@ -22,6 +23,7 @@ absl::StatusOr<v1::Report> Scheduler::RenderReport(const v1::GetReportRequest& r
   }
   absl::StatusOr<results::Report> data = results::BuildReport(*store_, r, absl::Now());
   if (!data.ok()) return data.status();
+  data->feedback_link_prefix = feedback_link_prefix;
   v1::Report report;
   report.set_format(request.format() == v1::REPORT_FORMAT_UNSPECIFIED ? v1::HTML
                                                                        : request.format());
@@ -42,19 +44,40 @@ absl::StatusOr<v1::Report> Scheduler::RenderReport(const v1::GetReportRequest& r
   return report;
 }
 
+namespace {
+
+// For a query value: unreserved characters as they are, the rest %XX.
+std::string PercentEncode(absl::string_view text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      absl::StrAppendFormat(&out, "%%%02X", c);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<HttpResponse> Scheduler::DenyPage(const HttpRequest& request) {
+  auto it = request.query.find("token");
+  const std::string token = it == request.query.end() ? "" : it->second;
+  absl::StatusOr<Principal> who = auth_.AuthorizeBearer(
+      token.empty() ? request.authorization : "Bearer " + token,
+      {Role::kViewer, Role::kCi, Role::kAgent});
+  if (who.ok()) return std::nullopt;
+  return HttpResponse{absl::IsPermissionDenied(who.status()) ? 403 : 401,
+                      "text/plain; charset=utf-8", absl::StrCat(who.status().message(), "\n")};
+}
+
 HttpResponse Scheduler::ReportPage(const HttpRequest& request) {
   auto query = [&](const char* key) {
     auto it = request.query.find(key);
     return it == request.query.end() ? std::string() : it->second;
   };
-  const std::string token = query("token");
-  absl::StatusOr<Principal> who = auth_.AuthorizeBearer(
-      token.empty() ? request.authorization : "Bearer " + token,
-      {Role::kViewer, Role::kCi, Role::kAgent});
-  if (!who.ok()) {
-    return {absl::IsPermissionDenied(who.status()) ? 403 : 401, "text/plain; charset=utf-8",
-            absl::StrCat(who.status().message(), "\n")};
-  }
+  if (std::optional<HttpResponse> denied = DenyPage(request)) return *denied;
   v1::GetReportRequest r;
   r.set_repo(query("repo"));
   r.set_branch(query("branch"));
@@ -66,7 +89,11 @@ HttpResponse Scheduler::ReportPage(const HttpRequest& request) {
   } else if (!format.empty() && format != "html") {
     return {400, "text/plain; charset=utf-8", "format must be html, md or json\n"};
   }
-  absl::StatusOr<v1::Report> report = RenderReport(r);
+  // The page's links to /feedback carry the token the page was opened with.
+  const std::string token = query("token");
+  absl::StatusOr<v1::Report> report = RenderReport(
+      r, token.empty() ? "feedback?evaluation="
+                       : absl::StrCat("feedback?token=", PercentEncode(token), "&evaluation="));
   if (!report.ok()) {
     return {500, "text/plain; charset=utf-8", absl::StrCat(report.status().message(), "\n")};
   }

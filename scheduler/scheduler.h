@@ -6,8 +6,10 @@
 //     and change the store; ListNodes shows node health.
 //   * NodeService (role node): nodes register, long-poll for a lease
 //     (Synchronize), heartbeat (the reply can cancel), stream stage events,
-//     progress and samples, and finish the lease with a verdict, an
-//     infrastructure error (retried elsewhere) or calibration noise.
+//     progress and samples, upload the evaluation's feedback bundle, and
+//     finish the lease with a verdict, an infrastructure error (retried
+//     elsewhere) or calibration noise. Clients read bundles with
+//     GetFeedback (or GET /feedback).
 //
 // An ACCEPTed candidate that names a target branch goes to the merge queue
 // (merge_queue.h), which lands it only as measured against the branch tip.
@@ -28,6 +30,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,6 +71,9 @@ struct SchedulerOptions {
   // under this noise (or the repository's limit, if stricter); a noisier
   // node recalibrates while it waits and takes it once calm.
   double second_part_max_node_noise = 0.015;
+  // Feedback bundles: the cap on one (nodes are told at registration) and
+  // how many per branch keep their files (docs/feedback.md).
+  results::FeedbackPolicy feedback;
 };
 
 class Scheduler {
@@ -91,15 +97,26 @@ class Scheduler {
   // expiries, calibrations, verdicts by decision.
   std::string RenderMetrics();
   // The regression report (results/report) of a repository and branch
-  // from the store, in the requested format (unspecified: HTML).
-  absl::StatusOr<v1::Report> RenderReport(const v1::GetReportRequest& request);
+  // from the store, in the requested format (unspecified: HTML). The HTML
+  // links each candidate's feedback at `feedback_link_prefix` + its id
+  // when given (the report page's own /feedback).
+  absl::StatusOr<v1::Report> RenderReport(const v1::GetReportRequest& request,
+                                          const std::string& feedback_link_prefix = "");
   // GET /report: `format`, `repo`, `branch` from the query; a viewer token
   // (or any role) in the Authorization header or ?token=.
   HttpResponse ReportPage(const HttpRequest& request);
+  // GET /feedback?evaluation=ID: the bundle's feedback.json; with
+  // &file=PATH one of its files (text/plain, or JSON for .json); same
+  // tokens as /report.
+  HttpResponse FeedbackPage(const HttpRequest& request);
   // Ends long polls and watches promptly (server shutdown).
   void Shutdown();
 
  private:
+  // The 401 or 403 for an HTTP page whose caller (?token= or the
+  // Authorization header) may not read; nullopt when it may.
+  std::optional<HttpResponse> DenyPage(const HttpRequest& request);
+
   class ClientService;
   class NodeServiceImpl;
   friend class ClientService;
@@ -217,6 +234,9 @@ class Scheduler {
   // Each node's latest calibration noise as this process last read or
   // recorded it (for its leases: v1::Lease::node_calibration_noise).
   std::map<std::string, double> node_noise_ ABSL_GUARDED_BY(mu_);
+  // Nodes with a feedback upload in progress: one at a time each, so that
+  // a node holds at most one bundle's worth of the scheduler's memory.
+  std::set<std::string> uploading_ ABSL_GUARDED_BY(mu_);
   // When each node last finished (or, unseen, was first asked about) a
   // calibration.
   std::map<std::string, absl::Time> last_calibration_ ABSL_GUARDED_BY(mu_);

@@ -73,6 +73,7 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
       return HttpResponse{200, "text/plain; version=0.0.4", sched->RenderMetrics()};
     };
     routes["/report"] = [sched](const HttpRequest& req) { return sched->ReportPage(req); };
+    routes["/feedback"] = [sched](const HttpRequest& req) { return sched->FeedbackPage(req); };
     absl::StatusOr<std::unique_ptr<HttpServer>> http =
         HttpServer::Start(options.http_address, std::move(routes));
     if (!http.ok()) return http.status();

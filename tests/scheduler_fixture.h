@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -254,6 +255,28 @@ class SchedulerFixture : public ::testing::Test {
     v1::Evaluation e;
     EXPECT_TRUE(stub_->GetEvaluation(&ctx, req, &e).ok());
     return e;
+  }
+
+  // An evaluation's feedback as GetFeedback sends it: the info, and the
+  // files put back together.
+  struct Feedback {
+    v1::FeedbackInfo info;
+    std::map<std::string, std::string> files;
+  };
+  grpc::Status GetFeedback(const std::string& id, bool summary_only, Feedback* out,
+                           const std::string& token = "agent-token-02") {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + token);
+    v1::GetFeedbackRequest req;
+    req.set_evaluation_id(id);
+    req.set_summary_only(summary_only);
+    auto reader = stub_->GetFeedback(&ctx, req);
+    v1::FeedbackChunk chunk;
+    while (reader->Read(&chunk)) {
+      if (chunk.has_info()) out->info = chunk.info();
+      if (chunk.has_file()) out->files[chunk.file().path()] += chunk.file().content();
+    }
+    return reader->Finish();
   }
 
   // GET /metrics over a plain socket.

@@ -439,6 +439,141 @@ TEST_P(SchedulerScenariosOnEachStore, MergeQueueLandsOnlyWhatWasMeasuredAgainstT
   EXPECT_THAT(report.content(), HasSubstr("\"headline\""));
 }
 
+TEST_P(SchedulerScenariosOnEachStore, EveryEvaluationLeavesAFeedbackBundleThatClientsRead) {
+  Branch("fast", kFast);
+  Branch("chatty", "sed -i '1i // chatty' checksum.h");
+  Branch("broken", "echo 'not C++' >> checksum.h");
+  scheduler::ServerOptions options = Options();
+  options.scheduler.feedback.max_bytes = 64 << 10;
+  StartServer(options);
+  ScriptedAnswer chatty = Measured(1.0);
+  chatty.log_bytes = 200 << 10;  // Over the cap: the node leaves it out.
+  auto n1 = StartNode("n1", ByCandidate({{"fast", Measured(0.5)},
+                                         {"chatty", chatty},
+                                         {"broken", CorrectnessFails()}}));
+  std::map<std::string, std::string> ids;
+  for (const char* ref : {"fast", "chatty", "broken"}) {
+    v1::SubmitResponse r;
+    ASSERT_TRUE(Submit("agent-token-01", ref, v1::EXPERIMENT, &r).ok());
+    ids[ref] = r.evaluation().id();
+  }
+  for (const auto& [ref, id] : ids) ASSERT_EQ(WaitDone(id).state(), v1::FINISHED) << ref;
+
+  auto get = [&](const std::string& id, bool summary_only, grpc::Status* status) {
+    Feedback out;
+    *status = GetFeedback(id, summary_only, &out);
+    return out;
+  };
+  grpc::Status st;
+  Feedback fast = get(ids["fast"], false, &st);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  const nlohmann::json summary = nlohmann::json::parse(fast.info.summary_json());
+  EXPECT_EQ(summary["schema_version"], 1);
+  EXPECT_EQ(summary["evaluation_id"], ids["fast"]);
+  EXPECT_EQ(summary["decision"], "accept");
+  ASSERT_FALSE(summary["moved"].empty());
+  EXPECT_EQ(summary["moved"][0]["metric"], "checksum.time");
+  EXPECT_EQ(summary["stages"].size(), 4);
+  for (const char* file : {"feedback.json", "verdict.json", "samples.json", "stages.json",
+                           "logs/bench-scripted.out"}) {
+    EXPECT_EQ(fast.files.count(file), 1) << file;
+  }
+  EXPECT_EQ(fast.files["feedback.json"], fast.info.summary_json());
+  EXPECT_EQ(fast.info.files(), static_cast<int>(fast.files.size()));
+  EXPECT_TRUE(fast.info.omitted().empty());
+  EXPECT_TRUE(fast.info.has_recorded_at());
+
+  // Over the cap: the node left the large log out, and says so.
+  Feedback big = get(ids["chatty"], false, &st);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_THAT(big.info.omitted(), ElementsAre("logs/bench-scripted.out"));
+  EXPECT_EQ(big.files.count("logs/bench-scripted.out"), 0);
+  EXPECT_LE(big.info.bytes(), 64 << 10);
+
+  // A failed stage says so in the summary; summary_only sends no files.
+  Feedback broken = get(ids["broken"], true, &st);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_TRUE(broken.files.empty());
+  const nlohmann::json rejected = nlohmann::json::parse(broken.info.summary_json());
+  EXPECT_EQ(rejected["decision"], "reject");
+  EXPECT_EQ(rejected["stages"][2]["name"], "correctness");
+  EXPECT_EQ(rejected["stages"][2]["status"], "failed");
+  ASSERT_EQ(rejected["stages"][2]["first_errors"].size(), 1);
+  EXPECT_EQ(rejected["stages"][2]["first_errors"][0]["text"],
+            "[  FAILED  ] Scripted.Check (check: exit code 1)");
+
+  get("ev-unknown", true, &st);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+
+  // The CLI writes the bundle out.
+  const std::string out = dir_ + "/fb";
+  const int rc = std::system(absl::StrCat(Runfile("cli/densegate"), " feedback ", ids["fast"],
+                                          " --server ", address_, " --token viewer-token-1 --out ",
+                                          out, " > ", dir_, "/fb.out 2> ", dir_, "/fb.err")
+                                 .c_str());
+  ASSERT_EQ(WEXITSTATUS(rc), 0) << ReadFile(dir_ + "/fb.err");
+  EXPECT_EQ(ReadFile(out + "/feedback.json"), fast.info.summary_json());
+  EXPECT_EQ(ReadFile(out + "/logs/bench-scripted.out"), fast.files["logs/bench-scripted.out"]);
+
+  // Over HTTP, for the report's links: the summary, one file, the tokens.
+  const std::string page =
+      Http(absl::StrCat("/feedback?evaluation=", ids["fast"], "&token=viewer-token-1"));
+  EXPECT_THAT(page, HasSubstr("200 OK"));
+  EXPECT_THAT(page, HasSubstr("application/json"));
+  EXPECT_THAT(page, HasSubstr("nosniff"));
+  EXPECT_THAT(page, HasSubstr("\"schema_version\": 1"));
+  EXPECT_THAT(Http(absl::StrCat("/feedback?evaluation=", ids["fast"],
+                                "&file=logs/bench-scripted.out&token=viewer-token-1")),
+              HasSubstr("text/plain"));
+  EXPECT_THAT(Http(absl::StrCat("/feedback?evaluation=", ids["fast"])), HasSubstr("401"));
+  EXPECT_THAT(Http("/feedback?evaluation=ev-unknown&token=viewer-token-1"), HasSubstr("404"));
+  const std::string html = Http("/report?token=viewer-token-1");
+  EXPECT_THAT(html, HasSubstr(absl::StrCat("href=\"feedback?token=viewer-token-1&amp;evaluation=",
+                                           ids["fast"], "\"")));
+
+  // Uploads: only as the node itself, under a live lease, within the cap,
+  // paths inside the bundle. A simulated node's calibration lease is live
+  // but holds no evaluation.
+  auto nodes = NodeStub();
+  const std::string sim = RegisterSimulatedNode(*nodes, "simulated");
+  const v1::SynchronizeResponse calibration = Synchronize(*nodes, sim);
+  ASSERT_TRUE(calibration.has_lease());
+  auto upload = [&](const std::string& token, const std::string& node,
+                    std::vector<v1::FeedbackFile> files,
+                    const std::string& lease_id = "lease-of-nobody") {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + token);
+    v1::UploadFeedbackResponse resp;
+    auto writer = nodes->UploadFeedback(&ctx, &resp);
+    v1::UploadFeedbackRequest req;
+    req.set_node_id(node);
+    req.set_lease_id(lease_id);
+    for (v1::FeedbackFile& f : files) {
+      *req.mutable_file() = f;
+      if (!writer->Write(req)) break;
+    }
+    writer->WritesDone();
+    return writer->Finish().error_code();
+  };
+  v1::FeedbackFile small;
+  small.set_path("feedback.json");
+  small.set_content("{}");
+  v1::FeedbackFile escaping = small;
+  escaping.set_path("../../etc/cron.d/x");
+  v1::FeedbackFile large = small;
+  large.set_path("logs/huge");
+  large.set_content(std::string(60 << 10, 'x'));
+  const std::string n1_id = Get(ids["fast"]).node_id();
+  EXPECT_EQ(upload(NodeToken("n2"), n1_id, {small}), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(upload("agent-token-01", n1_id, {small}), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(upload(NodeToken("n1"), n1_id, {small}), grpc::StatusCode::NOT_FOUND);
+  const std::string live = calibration.lease().id();
+  EXPECT_EQ(upload("admin-token-01", sim, {escaping}, live), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(upload("admin-token-01", sim, {large, small, large}, live),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(upload("admin-token-01", sim, {small}, live), grpc::StatusCode::FAILED_PRECONDITION);
+}
+
 TEST_P(SchedulerScenariosOnEachStore, ActiveNodesCalibrateAgainPeriodically) {
   Branch("comment", "echo '# no-op' >> build.sh");
   scheduler::ServerOptions options = Options();

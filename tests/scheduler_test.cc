@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "platform/process/service_process.h"
 #include "tests/scheduler_fixture.h"
 
@@ -89,6 +90,19 @@ TEST_P(SchedulerProcessesOnEachStore, ANodeKilledMidJobLosesItsLeaseAndAnotherFi
   // 3 s lease and cost another.
   EXPECT_GE(e.attempt(), 2);
   EXPECT_EQ(e.node_id(), e.verdict().provenance().node_id());
+  // The node that finished uploaded what its evaluation wrote: the real
+  // build's logs and each stage's time.
+  Feedback feedback;
+  grpc::Status st = GetFeedback(e.id(), /*summary_only=*/false, &feedback);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  const nlohmann::json summary = nlohmann::json::parse(feedback.info.summary_json());
+  EXPECT_EQ(summary["evaluation_id"], e.id());
+  EXPECT_EQ(summary["decision"], "accept");
+  ASSERT_TRUE(summary["stages"].is_array());
+  EXPECT_EQ(summary["stages"][1]["name"], "build");
+  EXPECT_GT(summary["stages"][1]["seconds"].get<double>(), 0);
+  EXPECT_EQ(feedback.files.count("logs/build-candidate.err"), 1);
+  EXPECT_EQ(feedback.files.count("stages.json"), 1);
 }
 
 // Three candidates, one node; the scheduler is killed with one running and

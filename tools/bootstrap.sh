@@ -11,7 +11,7 @@ packages=(
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
   libabsl-dev libpqxx-dev libpq-dev libsqlite3-dev
   libbenchmark-dev libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev
-  libpugixml-dev libssl-dev
+  libpugixml-dev libssl-dev zlib1g-dev
   bubblewrap libseccomp-dev
 )
 if [[ "${1:-}" == "--test" ]]; then

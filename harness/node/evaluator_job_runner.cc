@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
 
 #include "absl/strings/match.h"
@@ -14,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "harness/process/host_lock.h"
 #include "harness/process/machine_probe.h"
+#include "results/feedback/bundle.h"
 
 namespace densegate::harness {
 namespace {
@@ -90,6 +94,11 @@ EvaluatorJobRunner::EvaluatorJobRunner(EvaluatorOptions evaluator, int64_t preci
       precision_baselines_(precision_cache_bytes) {
   // What the node registers with; the same for every evaluation.
   options_.node_fingerprint = DetectDimensions(options_.cpus).fingerprint();
+  // Bundles a node killed mid-evaluation left behind.
+  std::error_code ec;
+  if (!options_.workspace_root.empty()) {
+    std::filesystem::remove_all(options_.workspace_root + "/feedback", ec);
+  }
 }
 
 v1::NodeDimensions EvaluatorJobRunner::Dimensions() { return DetectDimensions(options_.cpus); }
@@ -101,14 +110,35 @@ double EvaluatorJobRunner::MeasureNoise() {
 
 absl::StatusOr<EvalOutcome> EvaluatorJobRunner::Evaluate(const std::string& node_id,
                                                          const EvalRequest& request,
+                                                         int64_t feedback_max_bytes,
                                                          EvalListener* listener) {
   EvaluatorOptions options = options_;
   options.node_id = node_id;
   options.precision_baselines = &precision_baselines_;
   std::unique_ptr<MachineProbe> probe = NewCacheSweepProbe(options_.cpus);
   options.machine_probe = probe.get();
+  // The bundle is written to a directory of its own, read back, and
+  // removed: the node keeps nothing of it once it is uploaded.
+  // Without a directory (a full disk) the evaluation goes on without a
+  // bundle: the feedback is lost, never the verdict.
+  std::error_code ec;
+  std::filesystem::create_directories(options_.workspace_root + "/feedback", ec);
+  std::string dir = options_.workspace_root + "/feedback/bundle-XXXXXX";
+  if (options_.workspace_root.empty() || mkdtemp(dir.data()) == nullptr) {
+    std::cerr << "node: no feedback bundle: cannot create " << dir << "\n";
+    dir.clear();
+  }
+  EvalRequest with_bundle = request;
+  with_bundle.out_dir = dir;
   Evaluator evaluator(options, launcher_);
-  return evaluator.Evaluate(request, listener);
+  absl::StatusOr<EvalOutcome> outcome = evaluator.Evaluate(with_bundle, listener);
+  if (outcome.ok() && !dir.empty()) {
+    absl::StatusOr<v1::FeedbackBundle> bundle = results::ReadBundleDir(
+        dir, feedback_max_bytes > 0 ? feedback_max_bytes : results::kDefaultFeedbackMaxBytes);
+    if (bundle.ok()) outcome->feedback = *std::move(bundle);
+  }
+  if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+  return outcome;
 }
 
 }  // namespace densegate::harness

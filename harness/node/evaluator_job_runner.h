@@ -41,6 +41,7 @@ class EvaluatorJobRunner : public JobRunner {
   v1::NodeDimensions Dimensions() override;
   double MeasureNoise() override;
   absl::StatusOr<EvalOutcome> Evaluate(const std::string& node_id, const EvalRequest& request,
+                                       int64_t feedback_max_bytes,
                                        EvalListener* listener) override;
 
  private:

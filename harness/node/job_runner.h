@@ -11,6 +11,7 @@
 #ifndef DENSEGATE_HARNESS_NODE_JOB_RUNNER_H_
 #define DENSEGATE_HARNESS_NODE_JOB_RUNNER_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -29,9 +30,13 @@ class JobRunner {
   // A CALIBRATION lease: the node's timing noise, as a robust coefficient
   // of variation.
   virtual double MeasureNoise() = 0;
-  // An EVALUATION lease, on node `node_id`: as Evaluator::Evaluate.
+  // An EVALUATION lease, on node `node_id`: as Evaluator::Evaluate, with
+  // the evaluation's feedback bundle in EvalOutcome::feedback, at most
+  // `feedback_max_bytes` (the scheduler's cap; what does not fit is listed
+  // as omitted).
   virtual absl::StatusOr<EvalOutcome> Evaluate(const std::string& node_id,
                                                const EvalRequest& request,
+                                               int64_t feedback_max_bytes,
                                                EvalListener* listener) = 0;
 };
 

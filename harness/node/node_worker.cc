@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <iostream>
 #include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "harness/evaluator.h"
+#include "results/feedback/bundle.h"
 
 namespace densegate::harness {
 namespace {
@@ -117,6 +119,7 @@ absl::Status NodeWorker::Run() {
   }
   node_id_ = registered.node_id();
   heartbeat_interval_s_ = std::max(1, registered.heartbeat_interval_s());
+  feedback_max_bytes_ = registered.feedback_max_bytes();
   int jobs = 0;
   int failures = 0;
   // A lease the last finish claimed runs even after Stop: it was claimed
@@ -202,6 +205,7 @@ absl::StatusOr<std::optional<v1::Lease>> NodeWorker::RunLease(const v1::Lease& l
     });
     const v1::Candidate& c = lease.evaluation().candidate();
     EvalRequest request;
+    request.evaluation_id = lease.evaluation().id();
     request.repo = c.repo();
     request.baseline_ref = c.baseline_sha();
     request.candidate_ref = c.candidate_sha();
@@ -216,18 +220,24 @@ absl::StatusOr<std::optional<v1::Lease>> NodeWorker::RunLease(const v1::Lease& l
     request.node_noise = lease.node_calibration_noise();
     request.error_share = c.error_share();
     request.continues = c.continues();
-    absl::StatusOr<EvalOutcome> outcome = runner_->Evaluate(node_id_, request, &listener);
+    absl::StatusOr<EvalOutcome> outcome =
+        runner_->Evaluate(node_id_, request, feedback_max_bytes_, &listener);
+    if (outcome.ok() && outcome->infrastructure_error.ok()) {
+      for (const v1::Sample& s : outcome->samples) listener.WriteSample(s);
+    }
+    writer->WritesDone();
+    grpc::Status stream_status = writer->Finish();
+    // While heartbeats still renew the lease: a slow upload must not let
+    // it expire under the verdict.
+    if (!cancel && outcome.ok() && !outcome->feedback.files().empty()) {
+      UploadFeedback(lease, outcome->feedback);
+    }
     {
       std::lock_guard<std::mutex> l(mu);
       done = true;
     }
     cv.notify_all();
     heartbeat.join();
-    if (outcome.ok() && outcome->infrastructure_error.ok()) {
-      for (const v1::Sample& s : outcome->samples) listener.WriteSample(s);
-    }
-    writer->WritesDone();
-    grpc::Status stream_status = writer->Finish();
     if (cancel) return std::nullopt;  // The scheduler dropped the lease.
     if (!outcome.ok()) {
       // Bad refs or manifest surfaced only now: not retryable elsewhere
@@ -260,6 +270,41 @@ absl::StatusOr<std::optional<v1::Lease>> NodeWorker::RunLease(const v1::Lease& l
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   return absl::UnavailableError("cannot finish lease " + lease.id() + ": scheduler unreachable");
+}
+
+void NodeWorker::UploadFeedback(const v1::Lease& lease, const v1::FeedbackBundle& bundle) {
+  // Before the lease ends: the store takes a bundle under a live lease only.
+  // A bundle that cannot be stored costs the feedback, never the verdict.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    grpc::ClientContext ctx;
+    Attach(&ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    v1::UploadFeedbackResponse resp;
+    std::unique_ptr<grpc::ClientWriter<v1::UploadFeedbackRequest>> writer =
+        stub_->UploadFeedback(&ctx, &resp);
+    v1::UploadFeedbackRequest req;
+    req.set_node_id(node_id_);
+    req.set_lease_id(lease.id());
+    *req.mutable_omitted() = bundle.omitted();
+    results::ForEachPiece(bundle, [&](const v1::FeedbackFile& piece) {
+      *req.mutable_file() = piece;
+      const bool sent = writer->Write(req);
+      req.Clear();
+      return sent;
+    });
+    writer->WritesDone();
+    grpc::Status s = writer->Finish();
+    if (s.ok()) return;
+    std::cerr << "node " << options_.name << ": feedback of lease " << lease.id()
+              << " not stored: " << s.error_message() << "\n";
+    // Worth another try: the scheduler restarting, or the database breaking
+    // a deadlock between two branches' retention updates.
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
+        s.error_code() != grpc::StatusCode::ABORTED) {
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
 }
 
 }  // namespace densegate::harness

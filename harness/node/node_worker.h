@@ -7,8 +7,9 @@
 //     the harness's Evaluator); stage events, progress and the raw samples
 //     stream to the scheduler (ReportStream), heartbeats renew the lease
 //     every interval, and a heartbeat reply that cancels stops the
-//     evaluation at the next stage or benchmark pair. The verdict, or an
-//     infrastructure error (which the scheduler retries elsewhere),
+//     evaluation at the next stage or benchmark pair. The evaluation's
+//     feedback bundle is uploaded (UploadFeedback), then the verdict, or
+//     an infrastructure error (which the scheduler retries elsewhere),
 //     finishes the lease.
 //   * CALIBRATION leases measure this node's timing noise (the runner's
 //     MeasureNoise); the scheduler quarantines the node when it exceeds the
@@ -63,12 +64,16 @@ class NodeWorker {
   // the finish also claims the node's next job: returned when there was one.
   absl::StatusOr<std::optional<v1::Lease>> RunLease(const v1::Lease& lease, bool claim_next);
   void Attach(grpc::ClientContext* ctx) const;
+  // Sends the lease's feedback bundle in pieces; a failure is logged, and
+  // the lease is finished all the same.
+  void UploadFeedback(const v1::Lease& lease, const v1::FeedbackBundle& bundle);
 
   NodeWorkerOptions options_;
   JobRunner* runner_;
   std::unique_ptr<v1::NodeService::Stub> stub_;
   std::string node_id_;
   int heartbeat_interval_s_ = 10;
+  int64_t feedback_max_bytes_ = 0;  // The scheduler's cap; 0: the default.
   std::atomic<bool> stop_{false};
   absl::Mutex poll_mu_;
   grpc::ClientContext* poll_ ABSL_GUARDED_BY(poll_mu_) = nullptr;  // The long poll.

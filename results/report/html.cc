@@ -181,17 +181,44 @@ std::string PrecisionSvg(const PrecisionChart& p) {
 }
 
 // Rows as an HTML table with the given columns.
+// `last_cells`, when given, replaces each row's last cell with markup of
+// its own (already escaped).
 std::string Table(const std::vector<std::string>& headers,
-                  const std::vector<std::vector<std::string>>& rows) {
+                  const std::vector<std::vector<std::string>>& rows,
+                  const std::vector<std::string>& last_cells = {}) {
   std::string html = "<table><thead><tr>";
   for (const std::string& h : headers) absl::StrAppend(&html, "<th>", Escape(h), "</th>");
   html += "</tr></thead><tbody>\n";
-  for (const auto& row : rows) {
+  for (size_t r = 0; r < rows.size(); ++r) {
     html += "<tr>";
-    for (const std::string& cell : row) absl::StrAppend(&html, "<td>", Escape(cell), "</td>");
+    for (size_t c = 0; c < rows[r].size(); ++c) {
+      const bool own = !last_cells.empty() && c + 1 == rows[r].size();
+      absl::StrAppend(&html, "<td>", own ? last_cells[r] : Escape(rows[r][c]), "</td>");
+    }
     html += "</tr>\n";
   }
   return html + "</tbody></table>\n";
+}
+
+// Each candidate's feedback: a link to the scheduler's page when the report
+// is served there, the command that shows it otherwise.
+std::vector<std::string> CandidateFeedbackLinks(const std::vector<CandidateRow>& rows,
+                                                const std::string& link_prefix) {
+  std::vector<std::string> cells;
+  for (const CandidateRow& c : rows) {
+    const std::string command = "densegate feedback " + c.evaluation;
+    if (!c.has_feedback) {
+      cells.push_back("-");
+    } else if (link_prefix.empty()) {
+      cells.push_back(absl::StrCat("<span title=\"", Escape(c.feedback_headline), "\">",
+                                   Escape(command), "</span>"));
+    } else {
+      cells.push_back(absl::StrCat("<a class=\"feedback\" href=\"",
+                                   Escape(link_prefix + c.evaluation), "\" title=\"",
+                                   Escape(c.feedback_headline), "\">feedback</a>"));
+    }
+  }
+  return cells;
 }
 
 constexpr char kStyle[] = R"css(
@@ -249,7 +276,9 @@ std::string RenderHtml(const Report& r) {
 
   html += "<h2>Candidates</h2>\n";
   html += r.candidates.empty() ? "<p>No evaluation finished in this period.</p>\n"
-                               : Table(kCandidateHeaders, Rows(r.candidates, CandidateCells));
+                               : Table(kCandidateHeaders, Rows(r.candidates, CandidateCells),
+                                       CandidateFeedbackLinks(r.candidates,
+                                                              r.feedback_link_prefix));
 
   html += "<h2>Rejected, by reason</h2>\n";
   if (r.rejected.empty()) html += "<p>Nothing was rejected.</p>\n";

@@ -60,6 +60,10 @@ struct CandidateRow {
   std::optional<MetricSummary> metric;
   std::vector<ClaimRow> claims;
   std::optional<ReasonRow> reason;
+  // The node uploaded a feedback bundle (`densegate feedback EVALUATION`,
+  // GET /feedback?evaluation=EVALUATION); its one-line headline.
+  bool has_feedback = false;
+  std::string feedback_headline;
 };
 
 // One landed commit on a metric's timeline.
@@ -159,6 +163,10 @@ struct Report {
   std::vector<Bisection> bisections;
   std::vector<ChangePointRow> change_points;
   std::vector<NodeRow> nodes;
+  // Where the HTML links a candidate's feedback: this, then its evaluation
+  // id (the scheduler's page sets "feedback?token=T&evaluation="). Empty:
+  // a file read offline, which names the command instead.
+  std::string feedback_link_prefix;
 };
 
 nlohmann::json ReportToJson(const Report& report);

@@ -27,6 +27,7 @@ json ToJson(const CandidateRow& c) {
         {{"metric", claim.metric}, {"claimed", claim.claimed}, {"verified", claim.verified}});
   }
   if (c.reason) row["reason"] = {{"code", c.reason->code}, {"message", c.reason->message}};
+  if (c.has_feedback) row["feedback"] = {{"headline", c.feedback_headline}};
   return row;
 }
 

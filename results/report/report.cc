@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "google/protobuf/util/time_util.h"
+#include "nlohmann/json.hpp"
 #include "results/changepoint/e_divisive.h"
 #include "results/report/internal/cells.h"
 
@@ -418,7 +419,16 @@ absl::StatusOr<Report> BuildReport(Store& store, const ReportRequest& request, a
     report.since = absl::FormatTime("%Y-%m-%d %H:%M:%SZ", request.since, absl::UTCTimeZone());
   }
   for (const v1::Evaluation& e : evaluations) {
-    const CandidateRow& row = report.candidates.emplace_back(Candidate(e));
+    CandidateRow& row = report.candidates.emplace_back(Candidate(e));
+    absl::StatusOr<FeedbackRecord> feedback = store.GetFeedback(e.id(), /*with_files=*/false);
+    if (feedback.ok()) {
+      row.has_feedback = true;
+      // Written by a node: read defensively.
+      const nlohmann::json summary = nlohmann::json::parse(feedback->summary_json, nullptr, false);
+      if (summary.is_object() && summary.contains("headline") && summary["headline"].is_string()) {
+        row.feedback_headline = summary["headline"].get<std::string>();
+      }
+    }  // Else none, or one the store cannot read: the row says none.
     if (e.verdict().decision() == v1::REJECT) {
       report.rejected[row.reason ? row.reason->code : "unspecified"].push_back(row);
     }

@@ -12,7 +12,8 @@
 //                cumulative speedup
 //   candidates   every finished evaluation in the period: who, kind,
 //                decision, primary metric with interval, claims, first
-//                reason, merge state
+//                reason, merge state, and its feedback bundle when its
+//                node uploaded one (a link on the scheduler's page)
 //   rejected     the rejected candidates grouped by reason (correctness,
 //                precision, regression, gaming, protected path, build)
 //   precision    error vs context length against fp64, baseline and

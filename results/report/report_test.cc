@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "results/store/store.h"
 #include "testing/test_util.h"
 
@@ -21,6 +22,7 @@ namespace {
 using test::TestTmpDir;
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class ReportTest : public ::testing::Test {
  protected:
@@ -50,6 +52,8 @@ class ReportTest : public ::testing::Test {
     std::string merged_sha;
     // kda.fused samples per pair (baseline, candidate); empty: none.
     std::vector<std::pair<double, double>> pairs;
+    // Set: the node uploaded a feedback bundle with this headline.
+    std::string feedback_headline;
   };
 
   // One finished evaluation of `id` targeting main, whose verdict measured
@@ -144,6 +148,15 @@ class ReportTest : public ::testing::Test {
       r->set_code(spec.code);
       if (spec.code == v1::REGRESSION) r->set_metric("kda.fused");
       r->set_message(absl::StrCat(spec.id, ": ", v1::ReasonCode_Name(spec.code)));
+    }
+    if (!spec.feedback_headline.empty()) {
+      const std::string summary =
+          nlohmann::json({{"schema_version", 1}, {"headline", spec.feedback_headline}}).dump();
+      v1::FeedbackBundle bundle;
+      v1::FeedbackFile* f = bundle.add_files();
+      f->set_path("feedback.json");
+      f->set_content(summary);
+      EXPECT_TRUE(store_->PutFeedback(lease, bundle, summary, FeedbackPolicy{}).ok());
     }
     EXPECT_TRUE(store_->FinishLease(lease, v).ok());
     const std::string eval = submitted->evaluation.id();
@@ -450,6 +463,39 @@ TEST_F(ReportTest, ABisectionStepIsJudgedByTheGateNotByItsInterval) {
   EXPECT_FALSE(b[0].culprit.has_value());
   EXPECT_TRUE(ReportToJson(*report)["bisections"][0]["culprit"].is_null());
   EXPECT_THAT(RenderMarkdown(*report), HasSubstr("| undecided |"));
+}
+
+TEST_F(ReportTest, CandidatesLinkToTheFeedbackTheirNodesUploaded) {
+  Evaluated with;
+  with.id = "with";
+  with.decision = v1::ACCEPT;
+  with.feedback_headline = "kda.fused: 1.200x \"><script>alert(1)</script>";
+  const std::string linked = Finish(with);
+  const std::string plain = Finish("plain", v1::ACCEPT, 50, 1.1);
+  absl::StatusOr<Report> report = BuildReport(*store_, {}, absl::Now());
+  ASSERT_TRUE(report.ok()) << report.status();
+  const std::string md = RenderMarkdown(*report);
+  EXPECT_THAT(md, HasSubstr("| densegate feedback " + linked + " |"));
+  // Offline, the page names the command, the headline as its title.
+  std::string html = RenderHtml(*report);
+  EXPECT_THAT(html, HasSubstr("<span title=\"kda.fused: 1.200x &quot;&gt;&lt;script&gt;alert(1)"
+                              "&lt;/script&gt;\">densegate feedback " + linked + "</span>"));
+  EXPECT_THAT(html, Not(HasSubstr("href=\"feedback")));
+  // Served by the scheduler, it links to its feedback page.
+  report->feedback_link_prefix = "feedback?token=t&evaluation=";
+  html = RenderHtml(*report);
+  EXPECT_THAT(html, HasSubstr("<a class=\"feedback\" href=\"feedback?token=t&amp;evaluation=" +
+                              linked + "\""));
+  EXPECT_THAT(html, Not(HasSubstr("evaluation=" + plain)));
+  EXPECT_THAT(html, Not(HasSubstr("<script>")));
+  const nlohmann::json j = ReportToJson(*report);
+  for (const auto& row : j["candidates"]) {
+    if (row["evaluation"] == linked) {
+      EXPECT_EQ(row["feedback"]["headline"], "kda.fused: 1.200x \"><script>alert(1)</script>");
+    } else {
+      EXPECT_FALSE(row.contains("feedback"));
+    }
+  }
 }
 
 TEST_F(ReportTest, AnEmptyPeriodSaysSo) {

@@ -5,7 +5,8 @@
 // leases, stage records, raw samples (append-only: there is no call that
 // updates or deletes one, and the database rejects it with a trigger),
 // verdicts with everything they were computed from, metric comparisons,
-// nodes, the merge queue and an audit log. See results/store/README.md for the
+// nodes, the merge queue, an audit log, and the evaluations' feedback
+// bundles (compressed; a retention rule per branch drops old files). See results/store/README.md for the
 // schema and the queue's semantics.
 //
 // Two backends implement it with the same contract (one test suite runs
@@ -41,6 +42,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "proto/densegate.pb.h"
+#include "results/feedback/bundle.h"
 #include "results/store/clock.h"
 
 namespace densegate::results {
@@ -222,6 +224,35 @@ struct FinishBatchCounts {
   int64_t leases = 0;      // leases those statements carried
 };
 
+// What the store keeps of feedback bundles (docs/feedback.md).
+struct FeedbackPolicy {
+  // Largest bundle PutFeedback takes: its files' uncompressed bytes.
+  int64_t max_bytes = kDefaultFeedbackMaxBytes;
+  // Per repository and target branch (experiments, which target none,
+  // share one per repository), the files of the newest `keep_per_branch`
+  // bundles are kept; an older bundle keeps its summary (feedback.json)
+  // and its list of files, and loses their contents. < 1: keep all.
+  int keep_per_branch = 200;
+};
+
+// A stored feedback bundle.
+struct FeedbackRecord {
+  std::string evaluation_id;
+  // The lease it was uploaded under.
+  std::string lease_id;
+  // feedback.json, kept for as long as the evaluation.
+  std::string summary_json;
+  // The files, when asked for and not yet dropped by the retention rule;
+  // bundle.omitted always.
+  v1::FeedbackBundle bundle;
+  int32_t files = 0;
+  // Uncompressed bytes of all files.
+  int64_t bytes = 0;
+  absl::Time recorded_at;
+  // When the retention rule dropped the files; InfinitePast: kept.
+  absl::Time files_dropped_at = absl::InfinitePast();
+};
+
 struct AuditFilter {
   std::string actor;    // empty: any
   std::string subject;  // empty: any
@@ -348,6 +379,24 @@ class Store {
   // Metric comparisons of verdicts, oldest decision first.
   virtual absl::StatusOr<std::vector<MetricComparisonRecord>>
   ListMetricComparisons(const MetricHistoryFilter& filter) = 0;
+
+  // ---- Feedback bundles ----------------------------------------------------
+
+  // Stores the bundle of the live lease's evaluation, replacing one that an
+  // earlier upload (this lease's, or an earlier attempt's) left, then
+  // applies `policy`'s retention rule to the evaluation's branch. Each
+  // file's path must be relative and '/'-separated without "." or ".."
+  // components, each path once; `summary_json` is the bundle's
+  // feedback.json. ResourceExhausted when the files exceed
+  // policy.max_bytes (nothing written).
+  virtual absl::Status PutFeedback(const LeaseRef& lease,
+                                   const v1::FeedbackBundle& bundle,
+                                   absl::string_view summary_json,
+                                   const FeedbackPolicy& policy) = 0;
+  // The evaluation's bundle; its files only `with_files`. NotFound when the
+  // evaluation has none (yet).
+  virtual absl::StatusOr<FeedbackRecord> GetFeedback(
+      absl::string_view evaluation_id, bool with_files) = 0;
 
   // ---- Nodes -------------------------------------------------------------
 

@@ -1573,6 +1573,124 @@ TEST_P(StoreContractTest, AuditLogAppendsAndPages) {
   EXPECT_EQ(Count("audit_log"), 5);
 }
 
+// ---- Feedback bundles ---------------------------------------------------
+
+v1::FeedbackBundle MakeBundle(absl::string_view summary, int log_bytes) {
+  v1::FeedbackBundle b;
+  v1::FeedbackFile* f = b.add_files();
+  f->set_path("feedback.json");
+  f->set_content(std::string(summary));
+  f = b.add_files();
+  f->set_path("logs/bench-serve-candidate-0.out");
+  f->set_content(std::string(log_bytes, 'x'));
+  b.add_omitted("traces/serve-candidate.json");
+  return b;
+}
+
+TEST_P(StoreContractTest, FeedbackIsKeptWithTheEvaluationAndReplacedByALaterUpload) {
+  clock_.Set(absl::FromUnixSeconds(1800000000));
+  v1::Lease l = SubmitAndClaim("c", /*max_attempts=*/2);
+  const std::string id = l.evaluation().id();
+  EXPECT_EQ(store_->GetFeedback(id, true).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetFeedback("ev-none", true).status().code(), absl::StatusCode::kNotFound);
+
+  // Compressible: the store keeps it deflated.
+  ASSERT_OK(store_->PutFeedback(Ref(l, "n1"), MakeBundle(R"({"decision":"accept"})", 200000),
+                                R"({"decision":"accept"})", FeedbackPolicy{}));
+  ASSERT_OK_AND_ASSIGN(FeedbackRecord got, store_->GetFeedback(id, true));
+  EXPECT_EQ(got.evaluation_id, id);
+  EXPECT_EQ(got.lease_id, l.id());
+  EXPECT_EQ(got.summary_json, R"({"decision":"accept"})");
+  EXPECT_EQ(got.files, 2);
+  EXPECT_EQ(got.bytes, 200000 + 21);
+  EXPECT_EQ(got.recorded_at, absl::FromUnixSeconds(1800000000));
+  EXPECT_EQ(got.files_dropped_at, absl::InfinitePast());
+  ASSERT_THAT(got.bundle.files(), SizeIs(2));
+  EXPECT_EQ(got.bundle.files(1).content(), std::string(200000, 'x'));
+  EXPECT_THAT(got.bundle.omitted(), ElementsAre("traces/serve-candidate.json"));
+  ASSERT_OK_AND_ASSIGN(int64_t stored,
+                       db_->QueryInt("SELECT length(content) FROM feedback_bundles"));
+  EXPECT_LT(stored, 10000);
+  // Without files: the summary and counts only.
+  ASSERT_OK_AND_ASSIGN(FeedbackRecord summary, store_->GetFeedback(id, false));
+  EXPECT_THAT(summary.bundle.files(), IsEmpty());
+  EXPECT_EQ(summary.files, 2);
+
+  // The lease expires; the next attempt's upload replaces the first.
+  clock_.Advance(absl::Minutes(5));
+  ASSERT_OK(store_->ReclaimExpiredLeases(10).status());
+  EXPECT_EQ(store_->PutFeedback(Ref(l, "n1"), MakeBundle("{}", 1), "{}", FeedbackPolicy{})
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  std::vector<v1::Lease> again = Claim("n2");
+  ASSERT_THAT(again, SizeIs(1));
+  ASSERT_OK(store_->PutFeedback(Ref(again[0], "n2"), MakeBundle(R"({"decision":"reject"})", 3),
+                                R"({"decision":"reject"})", FeedbackPolicy{}));
+  ASSERT_OK_AND_ASSIGN(got, store_->GetFeedback(id, true));
+  EXPECT_EQ(got.lease_id, again[0].id());
+  EXPECT_EQ(got.summary_json, R"({"decision":"reject"})");
+  EXPECT_EQ(got.bundle.files(1).content(), "xxx");
+  EXPECT_EQ(Count("feedback_bundles"), 1);
+}
+
+TEST_P(StoreContractTest, FeedbackOverTheCapOrWithBadPathsWritesNothing) {
+  v1::Lease l = SubmitAndClaim("c");
+  FeedbackPolicy small;
+  small.max_bytes = 1000;
+  EXPECT_EQ(store_->PutFeedback(Ref(l, "n1"), MakeBundle("{}", 1000), "{}", small).code(),
+            absl::StatusCode::kResourceExhausted);
+  for (const char* path : {"../escape", "/abs", "a/./b", ""}) {
+    v1::FeedbackBundle bad = MakeBundle("{}", 1);
+    bad.mutable_files(1)->set_path(path);
+    EXPECT_EQ(store_->PutFeedback(Ref(l, "n1"), bad, "{}", small).code(),
+              absl::StatusCode::kInvalidArgument)
+        << path;
+  }
+  v1::FeedbackBundle twice = MakeBundle("{}", 1);
+  twice.mutable_files(1)->set_path("feedback.json");
+  EXPECT_EQ(store_->PutFeedback(Ref(l, "n1"), twice, "{}", small).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->PutFeedback(Ref(l, "other-node"), MakeBundle("{}", 1), "{}", small).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Count("feedback_bundles"), 0);
+}
+
+TEST_P(StoreContractTest, RetentionDropsTheFilesOfABranchsOldestBundlesAndKeepsTheirSummaries) {
+  FeedbackPolicy keep2;
+  keep2.keep_per_branch = 2;
+  std::vector<std::string> main_ids;
+  for (int i = 0; i < 4; ++i) {
+    clock_.Set(absl::FromUnixSeconds(1800000000 + i));
+    v1::Lease l = SubmitAndClaim(absl::StrCat("m", i));
+    main_ids.push_back(l.evaluation().id());
+    ASSERT_OK(store_->PutFeedback(Ref(l, "n1"), MakeBundle(absl::StrCat(i), 10),
+                                  absl::StrCat(i), keep2));
+  }
+  // Another branch of the same repository keeps its own two.
+  v1::Candidate other = MakeCandidate("r0");
+  other.set_target_branch("release");
+  SubmitOk(other);
+  std::vector<v1::Lease> r = Claim("n1");
+  ASSERT_THAT(r, SizeIs(1));
+  ASSERT_OK(store_->PutFeedback(Ref(r[0], "n1"), MakeBundle("r", 10), "r", keep2));
+
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_OK_AND_ASSIGN(FeedbackRecord got, store_->GetFeedback(main_ids[i], true));
+    EXPECT_EQ(got.summary_json, absl::StrCat(i));
+    EXPECT_EQ(got.files, 2);
+    EXPECT_THAT(got.bundle.omitted(), SizeIs(1));
+    if (i < 2) {
+      EXPECT_THAT(got.bundle.files(), IsEmpty()) << i;
+      EXPECT_EQ(got.files_dropped_at, absl::FromUnixSeconds(1800000000 + i + 2)) << i;
+    } else {
+      EXPECT_THAT(got.bundle.files(), SizeIs(2)) << i;
+      EXPECT_EQ(got.files_dropped_at, absl::InfinitePast()) << i;
+    }
+  }
+  ASSERT_OK_AND_ASSIGN(FeedbackRecord release, store_->GetFeedback(r[0].evaluation().id(), true));
+  EXPECT_THAT(release.bundle.files(), SizeIs(2));
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, StoreContractTest,
                          ::testing::Values("sqlite", "postgresql"),
                          [](const ::testing::TestParamInfo<std::string>& info) {

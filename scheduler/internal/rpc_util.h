@@ -27,9 +27,11 @@ inline bool Terminal(v1::EvaluationState s) {
   return s == v1::FINISHED || s == v1::CANCELLED || s == v1::DEAD;
 }
 
-inline google::protobuf::Timestamp Now() {
-  return google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
+inline google::protobuf::Timestamp ToTimestamp(absl::Time t) {
+  return google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(t));
 }
+
+inline google::protobuf::Timestamp Now() { return ToTimestamp(absl::Now()); }
 
 // A short stable name for a text (candidate and job ids).
 inline std::string Hex(const std::string& text) {

@@ -1,12 +1,18 @@
 #include "harness/node/testing/scripted_job_runner.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "gtest/gtest.h"
+#include "harness/feedback.h"
 #include "manifest/manifest.h"
 #include "platform/git/git.h"
+#include "results/feedback/bundle.h"
 #include "results/gate/gate.h"
 #include "results/verdict/verdict.h"
 
@@ -24,6 +30,28 @@ v1::Stage EndedStage(v1::StageKind kind, v1::StageStatus status, const std::stri
 // Within half a percent of 1, the same every five pairs: pairs that differ
 // as measured ones do, yet decide the same on every run.
 double Wobble(int pair) { return 1 + 0.005 * ((pair * 7) % 5 - 2) / 2.0; }
+
+// The bundle a real node's evaluation writes, read back as a node does.
+absl::StatusOr<v1::FeedbackBundle> ScriptedBundle(const ScriptedAnswer& answer,
+                                                  const EvalOutcome& outcome,
+                                                  const std::vector<v1::Stage>& stages,
+                                                  int64_t feedback_max_bytes) {
+  std::string dir = ::testing::TempDir() + "/scripted-feedback-XXXXXX";
+  if (mkdtemp(dir.data()) == nullptr) return absl::InternalError("mkdtemp failed");
+  // The logs first: the summary quotes a failed stage's first errors.
+  std::error_code ec;
+  std::filesystem::create_directories(dir + "/logs", ec);
+  std::ofstream(dir + "/logs/bench-scripted.out") << std::string(answer.log_bytes, 'x');
+  if (answer.kind == ScriptedAnswer::Kind::kCorrectnessFails) {
+    std::ofstream(dir + "/logs/correctness-candidate-scripted.err")
+        << "[ RUN      ] Scripted.Check\n[  FAILED  ] Scripted.Check (check: exit code 1)\n";
+  }
+  WriteFeedbackBundle(dir, &outcome.verdict, stages, outcome.samples, {}, absl::OkStatus());
+  absl::StatusOr<v1::FeedbackBundle> bundle = results::ReadBundleDir(
+      dir, feedback_max_bytes > 0 ? feedback_max_bytes : results::kDefaultFeedbackMaxBytes);
+  std::filesystem::remove_all(dir, ec);
+  return bundle;
+}
 
 }  // namespace
 
@@ -47,6 +75,7 @@ std::vector<EvalRequest> ScriptedJobRunner::requests() const {
 
 absl::StatusOr<EvalOutcome> ScriptedJobRunner::Evaluate(const std::string& node_id,
                                                         const EvalRequest& request,
+                                                        int64_t feedback_max_bytes,
                                                         EvalListener* listener) {
   {
     absl::MutexLock l(&mu_);
@@ -150,6 +179,7 @@ absl::StatusOr<EvalOutcome> ScriptedJobRunner::Evaluate(const std::string& node_
                    : "scripted: inputs identical in both arms, no pairs");
   }
   results::VerdictContext context;
+  context.evaluation_id = request.evaluation_id;
   context.candidate_id = absl::StrFormat(
       "%016x", std::hash<std::string>{}(request.baseline_ref + request.candidate_ref));
   context.node_id = node_id;
@@ -159,6 +189,10 @@ absl::StatusOr<EvalOutcome> ScriptedJobRunner::Evaluate(const std::string& node_
   for (const v1::Sample& s : outcome.samples) context.sample_ids.push_back(s.id());
   context.stages = stages;
   outcome.verdict = results::MakeVerdict(input, result, context);
+  absl::StatusOr<v1::FeedbackBundle> bundle =
+      ScriptedBundle(answer, outcome, stages, feedback_max_bytes);
+  if (!bundle.ok()) return bundle.status();
+  outcome.feedback = *std::move(bundle);
   return outcome;
 }
 

@@ -4,7 +4,8 @@
 // node would: stage events and per-pair progress to the listener, samples
 // for every metric in scope of the baseline's manifest, and the gate's
 // verdict over them (so that the scheduler, which decides again from the
-// samples, agrees with it). Calibration reports a fixed noise.
+// samples, agrees with it), and the feedback bundle harness/feedback.h
+// writes for them. Calibration reports a fixed noise.
 //
 // Thread-safety: the script may be called while the test's thread reads
 // requests(); both are guarded.
@@ -39,6 +40,9 @@ struct ScriptedAnswer {
   // (then ends as the Evaluator does, with a Cancelled infrastructure
   // error); after a minute it answers as above.
   bool until_cancelled = false;
+  // The bundle gets a log of this many bytes (logs/bench-scripted.out), to
+  // try the feedback cap.
+  int64_t log_bytes = 100;
 };
 
 class ScriptedJobRunner : public JobRunner {
@@ -54,6 +58,7 @@ class ScriptedJobRunner : public JobRunner {
   v1::NodeDimensions Dimensions() override;
   double MeasureNoise() override { return calibration_noise_; }
   absl::StatusOr<EvalOutcome> Evaluate(const std::string& node_id, const EvalRequest& request,
+                                       int64_t feedback_max_bytes,
                                        EvalListener* listener) override;
 
   // Every evaluation request so far, in order.

@@ -34,11 +34,12 @@ std::vector<std::string> CandidateCells(const CandidateRow& c) {
           c.metric ? c.metric->text : "-",
           claims.empty() ? "-" : absl::StrJoin(claims, "; "),
           c.merge,
-          c.reason ? c.reason->message : ""};
+          c.reason ? c.reason->message : "",
+          c.has_feedback ? "densegate feedback " + c.evaluation : "-"};
 }
 const std::vector<std::string> kCandidateHeaders = {
     "decided", "submitter", "kind", "commit", "decision", "metric",
-    "speedup [interval]", "claims", "merge", "reason"};
+    "speedup [interval]", "claims", "merge", "reason", "feedback"};
 
 // "at its landing", or how far the split is from the nearest landing.
 namespace {

@@ -277,9 +277,39 @@ std::string V2(Dialect dialect) {
                       " NOT NULL DEFAULT 0;\n");
 }
 
+// Feedback bundles, one per evaluation (the latest upload): feedback.json
+// as text, the files as a zlib-deflated FeedbackBundle (content_encoding),
+// emptied by the retention rule (files_dropped_at_us > 0) while the row,
+// the summary and the list of omitted files stay. repo_id and
+// target_branch are the candidate's, copied for the rule's index.
+std::string V3(Dialect dialect) {
+  const bool pg = dialect == Dialect::kPostgres;
+  return absl::StrReplaceAll(R"sql(
+CREATE TABLE feedback_bundles (
+  evaluation_id TEXT PRIMARY KEY REFERENCES evaluations(id),
+  lease_id TEXT NOT NULL REFERENCES leases(id),
+  repo_id @BIGINT@ NOT NULL REFERENCES repos(id),
+  target_branch TEXT NOT NULL,
+  summary TEXT NOT NULL,
+  content_encoding TEXT NOT NULL,
+  content @BYTES@ NOT NULL,
+  files INTEGER NOT NULL,
+  bytes @BIGINT@ NOT NULL,
+  omitted TEXT NOT NULL,
+  recorded_at_us @BIGINT@ NOT NULL,
+  files_dropped_at_us @BIGINT@ NOT NULL DEFAULT 0
+)@STRICT@;
+CREATE INDEX feedback_bundles_branch ON feedback_bundles (repo_id, target_branch, recorded_at_us);
+)sql",
+                             {{"@BIGINT@", pg ? "BIGINT" : "INTEGER"},
+                              {"@BYTES@", pg ? "BYTEA" : "BLOB"},
+                              {"@STRICT@", pg ? "" : " STRICT"}});
+}
+
 constexpr Migration kMigrations[] = {
     {1, "initial schema", &V1},
     {2, "job noise limits", &V2},
+    {3, "feedback bundles", &V3},
 };
 
 constexpr char kMigrationsTable[] =

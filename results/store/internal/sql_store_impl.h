@@ -292,6 +292,15 @@ class SqlStore : public Store {
   absl::StatusOr<std::vector<MetricComparisonRecord>> ListMetricComparisons(
       const MetricHistoryFilter& filter) override;
 
+  // ---- Feedback bundles ----------------------------------------------------
+
+  absl::Status PutFeedback(const LeaseRef& ref, const v1::FeedbackBundle& bundle,
+                           absl::string_view summary_json,
+                           const FeedbackPolicy& policy) override;
+
+  absl::StatusOr<FeedbackRecord> GetFeedback(absl::string_view evaluation_id,
+                                             bool with_files) override;
+
   // ---- Nodes -------------------------------------------------------------
 
   absl::StatusOr<v1::Node> RegisterNode(
