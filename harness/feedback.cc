@@ -146,7 +146,11 @@ std::vector<LogErrorLine> FirstErrorLines(const std::string& log_dir, v1::StageK
     bool cut = false;
     int n = 1;
     auto end_line = [&] {
-      if (IsErrorLine(line)) out.push_back({file, n, cut ? line + "..." : line});
+      // A line said again (Bazel prints its summary twice) is said once.
+      const std::string text = cut ? line + "..." : line;
+      const bool again = std::any_of(out.begin(), out.end(),
+                                     [&](const LogErrorLine& e) { return e.text == text; });
+      if (!again && IsErrorLine(line)) out.push_back({file, n, text});
       line.clear();
       cut = false;
       ++n;

@@ -67,7 +67,7 @@ struct LogErrorLine {
 // The first `max_lines` error lines (compiler and test-framework errors,
 // failed checks, sanitizer reports, uncaught exceptions) of the logs that
 // stage `kind` wrote into `log_dir`: standard error before standard output,
-// then by file name; the first 8 MiB of each file.
+// then by file name; the first 8 MiB of each file; a line said again once.
 std::vector<LogErrorLine> FirstErrorLines(const std::string& log_dir, v1::StageKind kind,
                                           int max_lines);
 

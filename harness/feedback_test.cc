@@ -130,7 +130,8 @@ TEST(FeedbackTest, SummaryCarriesItsSchemaVersionAndEachStageWithItsFirstErrors)
                   "kernels/kda/kda_decode.cc:41:7: error: 'tile' was not declared in this scope\n"
                   "Target //kernels/kda:kda_decode failed to build\n");
   test::WriteFile(dir + "/logs/build-baseline.err", "INFO: Build completed successfully\n");
-  test::WriteFile(dir + "/logs/correctness-candidate-unit.out", "[  FAILED  ] KvCache.Transfer\n");
+  test::WriteFile(dir + "/logs/correctness-candidate-unit.out",
+                  "[  FAILED  ] KvCache.Transfer\nINFO: 1 test FAILED\nINFO: 1 test FAILED\n");
   v1::Verdict verdict = SampleVerdict();
   verdict.set_evaluation_id("ev-1");
   v1::Stage build;
@@ -170,9 +171,10 @@ TEST(FeedbackTest, SummaryCarriesItsSchemaVersionAndEachStageWithItsFirstErrors)
 
   // The correctness stage's logs are its own.
   std::vector<LogErrorLine> lines = FirstErrorLines(dir + "/logs", v1::CORRECTNESS, 5);
-  ASSERT_EQ(lines.size(), 1);
+  ASSERT_EQ(lines.size(), 2);  // The repeated line once.
   EXPECT_EQ(lines[0].file, "correctness-candidate-unit.out");
   EXPECT_EQ(lines[0].text, "[  FAILED  ] KvCache.Transfer");
+  EXPECT_EQ(lines[1].line, 2);
 }
 
 }  // namespace
