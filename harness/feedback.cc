@@ -177,6 +177,37 @@ std::vector<LogErrorLine> FirstErrorLines(const std::string& log_dir, v1::StageK
   return out;
 }
 
+namespace {
+
+// Each stage with its time, its log as a path in the bundle, and for a
+// stage that failed the first error lines of its logs: stages.json, and
+// the summary's "stages".
+json StagesJson(const std::string& dir, const std::vector<v1::Stage>& stages) {
+  json out = json::array();
+  const std::string log_dir = dir + "/logs";
+  for (const v1::Stage& s : stages) {
+    std::string log = s.log_uri();
+    if (absl::StartsWith(log, log_dir + "/")) log = log.substr(dir.size() + 1);
+    json stage = {{"name", StageName(s.kind())},
+                  {"status", StatusName(s.status())},
+                  {"seconds", s.seconds()},
+                  {"summary", s.summary()},
+                  {"log", log},
+                  {"tests", s.tests_size()}};
+    if (s.status() == v1::STAGE_FAILED || s.status() == v1::STAGE_ERROR) {
+      json errors = json::array();
+      for (const LogErrorLine& e : FirstErrorLines(log_dir, s.kind(), 5)) {
+        errors.push_back({{"file", "logs/" + e.file}, {"line", e.line}, {"text", e.text}});
+      }
+      stage["first_errors"] = std::move(errors);
+    }
+    out.push_back(std::move(stage));
+  }
+  return out;
+}
+
+}  // namespace
+
 json VerdictJson(const v1::Verdict& v) {
   json out;
   out["decision"] = absl::AsciiStrToLower(v1::Decision_Name(v.decision()));
@@ -285,29 +316,6 @@ json FeedbackJson(const v1::Verdict& v, const std::vector<CounterMedians>& count
   return out;
 }
 
-json StagesJson(const std::string& dir, const std::vector<v1::Stage>& stages) {
-  json out = json::array();
-  const std::string log_dir = dir + "/logs";
-  for (const v1::Stage& s : stages) {
-    std::string log = s.log_uri();
-    if (absl::StartsWith(log, log_dir + "/")) log = log.substr(dir.size() + 1);
-    json stage = {{"name", StageName(s.kind())},
-                  {"status", StatusName(s.status())},
-                  {"seconds", s.seconds()},
-                  {"summary", s.summary()},
-                  {"log", log}};
-    if (s.status() == v1::STAGE_FAILED || s.status() == v1::STAGE_ERROR) {
-      json errors = json::array();
-      for (const LogErrorLine& e : FirstErrorLines(log_dir, s.kind(), 5)) {
-        errors.push_back({{"file", "logs/" + e.file}, {"line", e.line}, {"text", e.text}});
-      }
-      stage["first_errors"] = std::move(errors);
-    }
-    out.push_back(std::move(stage));
-  }
-  return out;
-}
-
 void WriteFeedbackBundle(const std::string& dir, const v1::Verdict* verdict,
                          const std::vector<v1::Stage>& stages,
                          const std::vector<v1::Sample>& samples,
@@ -326,15 +334,7 @@ void WriteFeedbackBundle(const std::string& dir, const v1::Verdict* verdict,
     }
     WriteJson(dir + "/counters.json", by_benchmark);
   }
-  json stage_list = json::array();
-  for (const auto& s : stages) {
-    stage_list.push_back({{"name", StageName(s.kind())},
-                          {"status", StatusName(s.status())},
-                          {"seconds", s.seconds()},
-                          {"summary", s.summary()},
-                          {"log", s.log_uri()},
-                          {"tests", s.tests_size()}});
-  }
+  const json stage_list = StagesJson(dir, stages);
   WriteJson(dir + "/stages.json", stage_list);
   json sample_list = json::array();
   for (const auto& s : samples) {
@@ -360,7 +360,7 @@ void WriteFeedbackBundle(const std::string& dir, const v1::Verdict* verdict,
     summary["evaluation_id"] = evaluation_id;
     summary["headline"] = absl::StrCat("not evaluated: ", infrastructure_error.message());
   }
-  summary["stages"] = StagesJson(dir, stages);
+  summary["stages"] = stage_list;
   WriteJson(dir + "/" + results::kFeedbackSummaryFile, summary);
 }
 

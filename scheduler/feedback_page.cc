@@ -9,12 +9,8 @@ namespace densegate::scheduler {
 
 HttpResponse Scheduler::FeedbackPage(const HttpRequest& request) {
   if (std::optional<HttpResponse> denied = DenyPage(request)) return *denied;
-  auto query = [&](const char* key) {
-    auto it = request.query.find(key);
-    return it == request.query.end() ? std::string() : it->second;
-  };
-  const std::string id = query("evaluation");
-  const std::string file = query("file");
+  const std::string id = request.Query("evaluation");
+  const std::string file = request.Query("file");
   if (id.empty()) return {400, "text/plain; charset=utf-8", "?evaluation=ID is required\n"};
   absl::StatusOr<results::FeedbackRecord> rec = store_->GetFeedback(id, !file.empty());
   if (!rec.ok()) {

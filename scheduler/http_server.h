@@ -23,6 +23,12 @@ struct HttpRequest {
   std::string path;                          // "/report"
   std::map<std::string, std::string> query;  // Percent-decoded.
   std::string authorization;                 // The header's value, or "".
+
+  // The query's value for `key`, or "".
+  std::string Query(const std::string& key) const {
+    auto it = query.find(key);
+    return it == query.end() ? std::string() : it->second;
+  }
 };
 
 struct HttpResponse {

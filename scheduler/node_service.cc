@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -88,14 +89,10 @@ class Scheduler::NodeServiceImpl final : public v1::NodeService::Service {
                       "this node is uploading a feedback bundle already");
       }
     }
-    struct Done {
-      Scheduler* s;
-      std::string node;
-      ~Done() {
-        absl::MutexLock l(&s->mu_);
-        s->uploading_.erase(node);
-      }
-    } done{s_, lease.node_id};
+    absl::Cleanup done = [this, &lease] {
+      absl::MutexLock l(&s_->mu_);
+      s_->uploading_.erase(lease.node_id);
+    };
     results::BundleAssembler assembler(s_->options_.feedback.max_bytes);
     if (req.omitted_size() > results::kMaxBundleFiles) {
       return Invalid(absl::StrCat("omitted names over ", results::kMaxBundleFiles, " paths"));

@@ -62,8 +62,7 @@ std::string PercentEncode(absl::string_view text) {
 }  // namespace
 
 std::optional<HttpResponse> Scheduler::DenyPage(const HttpRequest& request) {
-  auto it = request.query.find("token");
-  const std::string token = it == request.query.end() ? "" : it->second;
+  const std::string token = request.Query("token");
   absl::StatusOr<Principal> who = auth_.AuthorizeBearer(
       token.empty() ? request.authorization : "Bearer " + token,
       {Role::kViewer, Role::kCi, Role::kAgent});
@@ -73,15 +72,11 @@ std::optional<HttpResponse> Scheduler::DenyPage(const HttpRequest& request) {
 }
 
 HttpResponse Scheduler::ReportPage(const HttpRequest& request) {
-  auto query = [&](const char* key) {
-    auto it = request.query.find(key);
-    return it == request.query.end() ? std::string() : it->second;
-  };
   if (std::optional<HttpResponse> denied = DenyPage(request)) return *denied;
   v1::GetReportRequest r;
-  r.set_repo(query("repo"));
-  r.set_branch(query("branch"));
-  const std::string format = query("format");
+  r.set_repo(request.Query("repo"));
+  r.set_branch(request.Query("branch"));
+  const std::string format = request.Query("format");
   if (format == "md") {
     r.set_format(v1::MARKDOWN);
   } else if (format == "json") {
@@ -90,7 +85,7 @@ HttpResponse Scheduler::ReportPage(const HttpRequest& request) {
     return {400, "text/plain; charset=utf-8", "format must be html, md or json\n"};
   }
   // The page's links to /feedback carry the token the page was opened with.
-  const std::string token = query("token");
+  const std::string token = request.Query("token");
   absl::StatusOr<v1::Report> report = RenderReport(
       r, token.empty() ? "feedback?evaluation="
                        : absl::StrCat("feedback?token=", PercentEncode(token), "&evaluation="));

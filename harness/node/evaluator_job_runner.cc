@@ -122,19 +122,22 @@ absl::StatusOr<EvalOutcome> EvaluatorJobRunner::Evaluate(const std::string& node
   // Without a directory (a full disk) the evaluation goes on without a
   // bundle: the feedback is lost, never the verdict.
   std::error_code ec;
-  std::filesystem::create_directories(options_.workspace_root + "/feedback", ec);
-  std::string dir = options_.workspace_root + "/feedback/bundle-XXXXXX";
-  if (options_.workspace_root.empty() || mkdtemp(dir.data()) == nullptr) {
-    std::cerr << "node: no feedback bundle: cannot create " << dir << "\n";
-    dir.clear();
+  std::string dir;
+  if (!options_.workspace_root.empty()) {
+    std::filesystem::create_directories(options_.workspace_root + "/feedback", ec);
+    dir = options_.workspace_root + "/feedback/bundle-XXXXXX";
+    if (mkdtemp(dir.data()) == nullptr) dir.clear();
+  }
+  if (dir.empty()) {
+    std::cerr << "node: no feedback bundle: cannot create a directory under "
+              << options_.workspace_root << "/feedback\n";
   }
   EvalRequest with_bundle = request;
   with_bundle.out_dir = dir;
   Evaluator evaluator(options, launcher_);
   absl::StatusOr<EvalOutcome> outcome = evaluator.Evaluate(with_bundle, listener);
   if (outcome.ok() && !dir.empty()) {
-    absl::StatusOr<v1::FeedbackBundle> bundle = results::ReadBundleDir(
-        dir, feedback_max_bytes > 0 ? feedback_max_bytes : results::kDefaultFeedbackMaxBytes);
+    absl::StatusOr<v1::FeedbackBundle> bundle = results::ReadBundleDir(dir, feedback_max_bytes);
     if (bundle.ok()) outcome->feedback = *std::move(bundle);
   }
   if (!dir.empty()) std::filesystem::remove_all(dir, ec);

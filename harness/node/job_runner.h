@@ -32,8 +32,8 @@ class JobRunner {
   virtual double MeasureNoise() = 0;
   // An EVALUATION lease, on node `node_id`: as Evaluator::Evaluate, with
   // the evaluation's feedback bundle in EvalOutcome::feedback, at most
-  // `feedback_max_bytes` (the scheduler's cap; what does not fit is listed
-  // as omitted).
+  // `feedback_max_bytes` (> 0: the scheduler's cap; what does not fit is
+  // listed as omitted).
   virtual absl::StatusOr<EvalOutcome> Evaluate(const std::string& node_id,
                                                const EvalRequest& request,
                                                int64_t feedback_max_bytes,

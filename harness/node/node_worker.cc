@@ -119,7 +119,9 @@ absl::Status NodeWorker::Run() {
   }
   node_id_ = registered.node_id();
   heartbeat_interval_s_ = std::max(1, registered.heartbeat_interval_s());
-  feedback_max_bytes_ = registered.feedback_max_bytes();
+  // A scheduler that names no cap gets the default one.
+  feedback_max_bytes_ = registered.feedback_max_bytes() > 0 ? registered.feedback_max_bytes()
+                                                            : results::kDefaultFeedbackMaxBytes;
   int jobs = 0;
   int failures = 0;
   // A lease the last finish claimed runs even after Stop: it was claimed

@@ -73,7 +73,7 @@ class NodeWorker {
   std::unique_ptr<v1::NodeService::Stub> stub_;
   std::string node_id_;
   int heartbeat_interval_s_ = 10;
-  int64_t feedback_max_bytes_ = 0;  // The scheduler's cap; 0: the default.
+  int64_t feedback_max_bytes_ = 0;  // The scheduler's cap, or the default.
   std::atomic<bool> stop_{false};
   absl::Mutex poll_mu_;
   grpc::ClientContext* poll_ ABSL_GUARDED_BY(poll_mu_) = nullptr;  // The long poll.

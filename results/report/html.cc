@@ -17,6 +17,7 @@ namespace {
 
 using internal::BisectCells;
 using internal::CandidateCells;
+using internal::FeedbackCommand;
 using internal::ChangePointCells;
 using internal::kBisectHeaders;
 using internal::kCandidateHeaders;
@@ -206,12 +207,11 @@ std::vector<std::string> CandidateFeedbackLinks(const std::vector<CandidateRow>&
                                                 const std::string& link_prefix) {
   std::vector<std::string> cells;
   for (const CandidateRow& c : rows) {
-    const std::string command = "densegate feedback " + c.evaluation;
     if (!c.has_feedback) {
       cells.push_back("-");
     } else if (link_prefix.empty()) {
       cells.push_back(absl::StrCat("<span title=\"", Escape(c.feedback_headline), "\">",
-                                   Escape(command), "</span>"));
+                                   Escape(FeedbackCommand(c)), "</span>"));
     } else {
       cells.push_back(absl::StrCat("<a class=\"feedback\" href=\"",
                                    Escape(link_prefix + c.evaluation), "\" title=\"",

@@ -47,8 +47,7 @@ absl::StatusOr<v1::FeedbackBundle> ScriptedBundle(const ScriptedAnswer& answer,
         << "[ RUN      ] Scripted.Check\n[  FAILED  ] Scripted.Check (check: exit code 1)\n";
   }
   WriteFeedbackBundle(dir, &outcome.verdict, stages, outcome.samples, {}, absl::OkStatus());
-  absl::StatusOr<v1::FeedbackBundle> bundle = results::ReadBundleDir(
-      dir, feedback_max_bytes > 0 ? feedback_max_bytes : results::kDefaultFeedbackMaxBytes);
+  absl::StatusOr<v1::FeedbackBundle> bundle = results::ReadBundleDir(dir, feedback_max_bytes);
   std::filesystem::remove_all(dir, ec);
   return bundle;
 }

@@ -35,8 +35,9 @@ std::vector<std::string> CandidateCells(const CandidateRow& c) {
           claims.empty() ? "-" : absl::StrJoin(claims, "; "),
           c.merge,
           c.reason ? c.reason->message : "",
-          c.has_feedback ? "densegate feedback " + c.evaluation : "-"};
+          c.has_feedback ? FeedbackCommand(c) : "-"};
 }
+std::string FeedbackCommand(const CandidateRow& c) { return "densegate feedback " + c.evaluation; }
 const std::vector<std::string> kCandidateHeaders = {
     "decided", "submitter", "kind", "commit", "decision", "metric",
     "speedup [interval]", "claims", "merge", "reason", "feedback"};

@@ -18,6 +18,8 @@ namespace densegate::results::internal {
 const v1::MetricComparison* Headline(const v1::Verdict& v);
 
 std::vector<std::string> CandidateCells(const CandidateRow& c);
+// What shows a candidate's feedback: "densegate feedback EVALUATION".
+std::string FeedbackCommand(const CandidateRow& c);
 std::vector<std::string> ChangePointCells(const ChangePointRow& p);
 std::vector<std::string> NodeCells(const NodeRow& n);
 std::vector<std::string> BisectCells(const BisectStep& s);
