@@ -117,7 +117,10 @@ TEST_P(SchedulerProcessesOnEachStore, SchedulerKilledAndRestartedLosesNoVerdict)
   Branch("fast", kFast);
   Branch("comment", "echo '# no-op' >> build.sh");
   Branch("wrong", "sed -i 's/1000000007ULL/1000000009ULL/' checksum.h");
-  StartServer(/*lease_s=*/5);
+  // A lease long enough to outlast the restart: the running candidate must
+  // finish on its first attempt (its node reopens the report stream that
+  // the kill broke), not expire and run again.
+  StartServer(/*lease_s=*/15);
   std::vector<std::string> ids;
   for (const char* ref : {"fast", "comment", "wrong"}) {
     v1::SubmitResponse r;
@@ -127,11 +130,12 @@ TEST_P(SchedulerProcessesOnEachStore, SchedulerKilledAndRestartedLosesNoVerdict)
   auto node = StartNode("survivor");
   WaitDone(ids[0], v1::RUNNING);
   server_->Kill();  // kill -9 with one job running and two queued.
-  StartServer(/*lease_s=*/5, address_);
+  StartServer(/*lease_s=*/15, address_);
   for (const std::string& id : ids) {
     v1::Evaluation e = WaitDone(id);
     EXPECT_EQ(e.state(), v1::FINISHED) << id;
     EXPECT_NE(e.verdict().decision(), v1::DECISION_UNSPECIFIED) << id;
+    EXPECT_EQ(e.attempt(), 1) << id << " ran again after the restart";
   }
   EXPECT_EQ(Get(ids[2]).verdict().decision(), v1::REJECT);
 }

@@ -5,11 +5,14 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "harness/evaluator.h"
 #include "results/feedback/bundle.h"
@@ -23,25 +26,33 @@ absl::Status FromGrpc(const grpc::Status& s, const std::string& what) {
                       absl::StrCat(what, ": ", s.error_message()));
 }
 
-// Stage events and progress go to the scheduler as they happen; cancellation
-// comes back from the heartbeat thread.
+// Stage events, progress and samples go to the scheduler on one report
+// stream as they happen; cancellation comes back from the heartbeat thread.
+// A stream that a scheduler restart broke is reopened for the next report,
+// so a restart costs the stage and progress reports sent while it was down,
+// not the evaluation. Samples are what the verdict is recorded with: they
+// wait for the scheduler, and one that cannot be delivered, or a stream
+// that broke after carrying some, fails the attempt (Close).
 class StreamingListener : public EvalListener {
  public:
-  StreamingListener(grpc::ClientWriter<v1::NodeReport>* writer, std::string node_id,
-                    std::string lease_id, std::atomic<bool>* cancel)
-      : writer_(writer), node_id_(std::move(node_id)), lease_id_(std::move(lease_id)),
-        cancel_(cancel) {}
+  using Attach = std::function<void(grpc::ClientContext*)>;
+  StreamingListener(v1::NodeService::Stub* stub, grpc::Channel* channel, Attach attach,
+                    std::string node_id, std::string lease_id, std::atomic<bool>* cancel)
+      : stub_(stub), channel_(channel), attach_(std::move(attach)),
+        node_id_(std::move(node_id)), lease_id_(std::move(lease_id)), cancel_(cancel) {
+    Open();
+  }
 
   void OnStage(const v1::Stage& stage) override {
     if (stage.status() == v1::STAGE_RUNNING) return;  // Recorded when it ends.
     v1::NodeReport r = Report();
     *r.mutable_stage() = stage;
-    Write(r);
+    Write(r, absl::ZeroDuration());
   }
   void OnProgress(const v1::Progress& progress) override {
     v1::NodeReport r = Report();
     *r.mutable_progress() = progress;
-    Write(r);
+    Write(r, absl::ZeroDuration());
   }
   bool Cancelled() override { return cancel_->load(); }
 
@@ -49,7 +60,27 @@ class StreamingListener : public EvalListener {
     v1::NodeReport r = Report();
     *r.mutable_sample() = s;
     r.mutable_sample()->set_id(0);
-    Write(r);
+    // As long as a restarted scheduler takes to answer again.
+    if (!Write(r, absl::Seconds(30))) {
+      std::lock_guard<std::mutex> l(mu_);
+      samples_lost_ = "a sample could not be sent: scheduler unreachable";
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    samples_on_stream_ = true;
+  }
+
+  // Ends the stream; an error when a sample may not have reached the store.
+  grpc::Status Close() {
+    std::lock_guard<std::mutex> l(mu_);
+    grpc::Status last = grpc::Status::OK;
+    if (writer_ != nullptr) {
+      writer_->WritesDone();
+      last = writer_->Finish();
+      writer_.reset();
+    }
+    if (!samples_lost_.empty()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, samples_lost_);
+    if (!last.ok() && samples_on_stream_) return last;
+    return grpc::Status::OK;
   }
 
  private:
@@ -59,15 +90,41 @@ class StreamingListener : public EvalListener {
     r.set_lease_id(lease_id_);
     return r;
   }
-  void Write(const v1::NodeReport& r) {
-    std::lock_guard<std::mutex> l(write_mu_);
-    writer_->Write(r);
+  void Open() {
+    ctx_ = std::make_unique<grpc::ClientContext>();
+    attach_(ctx_.get());
+    writer_ = stub_->ReportStream(ctx_.get(), &resp_);
+    samples_on_stream_ = false;
+  }
+  // Sends `r`, reopening a broken stream once the channel is connected
+  // again (waiting at most `wait`). False when `r` was not sent.
+  bool Write(const v1::NodeReport& r, absl::Duration wait) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (writer_ != nullptr && writer_->Write(r)) return true;
+    if (writer_ != nullptr) {
+      grpc::Status broken = writer_->Finish();
+      writer_.reset();
+      if (samples_on_stream_ && samples_lost_.empty()) {
+        samples_lost_ = "the report stream broke after carrying samples: " +
+                        broken.error_message();
+      }
+    }
+    if (!channel_->WaitForConnected(absl::ToChronoTime(absl::Now() + wait))) return false;
+    Open();
+    return writer_->Write(r);
   }
 
-  grpc::ClientWriter<v1::NodeReport>* writer_;
+  v1::NodeService::Stub* stub_;
+  grpc::Channel* channel_;
+  Attach attach_;
   std::string node_id_, lease_id_;
   std::atomic<bool>* cancel_;
-  std::mutex write_mu_;
+  std::mutex mu_;  // Writes come from the evaluation's threads.
+  std::unique_ptr<grpc::ClientContext> ctx_;
+  v1::ReportStreamResponse resp_;
+  std::unique_ptr<grpc::ClientWriter<v1::NodeReport>> writer_;
+  bool samples_on_stream_ = false;  // The open stream carried a sample.
+  std::string samples_lost_;
 };
 
 }  // namespace
@@ -80,9 +137,10 @@ NodeWorker::NodeWorker(NodeWorkerOptions options, JobRunner* runner)
   // backoff otherwise grows to two minutes while the node's calls wait.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 500);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
-  stub_ = v1::NodeService::NewStub(grpc::CreateCustomChannel(
+  channel_ = grpc::CreateCustomChannel(
       options_.server,
-      options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials(), args));
+      options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials(), args);
+  stub_ = v1::NodeService::NewStub(channel_);
   if (options_.name.empty()) {
     char host[256] = {};
     gethostname(host, sizeof host - 1);
@@ -180,12 +238,9 @@ absl::StatusOr<std::optional<v1::Lease>> NodeWorker::RunLease(const v1::Lease& l
     finish.set_calibration_noise(runner_->MeasureNoise());
   } else {
     std::atomic<bool> cancel{false};
-    grpc::ClientContext stream_ctx;
-    Attach(&stream_ctx);
-    v1::ReportStreamResponse stream_resp;
-    std::unique_ptr<grpc::ClientWriter<v1::NodeReport>> writer =
-        stub_->ReportStream(&stream_ctx, &stream_resp);
-    StreamingListener listener(writer.get(), node_id_, lease.id(), &cancel);
+    StreamingListener listener(
+        stub_.get(), channel_.get(), [this](grpc::ClientContext* ctx) { Attach(ctx); }, node_id_,
+        lease.id(), &cancel);
     // Heartbeats renew the lease while the evaluation runs.
     std::mutex mu;
     std::condition_variable cv;
@@ -227,8 +282,7 @@ absl::StatusOr<std::optional<v1::Lease>> NodeWorker::RunLease(const v1::Lease& l
     if (outcome.ok() && outcome->infrastructure_error.ok()) {
       for (const v1::Sample& s : outcome->samples) listener.WriteSample(s);
     }
-    writer->WritesDone();
-    grpc::Status stream_status = writer->Finish();
+    grpc::Status stream_status = listener.Close();
     // While heartbeats still renew the lease: a slow upload must not let
     // it expire under the verdict.
     if (!cancel && outcome.ok() && !outcome->feedback.files().empty()) {

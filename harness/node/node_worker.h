@@ -70,6 +70,7 @@ class NodeWorker {
 
   NodeWorkerOptions options_;
   JobRunner* runner_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::NodeService::Stub> stub_;
   std::string node_id_;
   int heartbeat_interval_s_ = 10;
