@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "agent/experiment_service.h"
 #include "bisect/bisect.h"
 #include "cli/client_flags.h"
 #include "cli/command.h"
@@ -168,50 +169,34 @@ struct BisectArgs {
   int parallel = 2;
 };
 
-// A bisection's steps through the scheduler's API.
+// A bisection's steps through the scheduler's API (the agent's client of
+// it: bisection steps aim at no branch, so awaiting one ends with its
+// verdict).
 class GrpcStepEvaluator : public bisect::StepEvaluator {
  public:
-  explicit GrpcStepEvaluator(const ClientArgs& a) : args_(a), stub_(Stub(a)) {}
+  explicit GrpcStepEvaluator(const ClientArgs& a)
+      : service_(Stub(a), [&a](grpc::ClientContext* ctx) { Attach(a, ctx); }) {}
 
   absl::StatusOr<std::string> Submit(const v1::SubmitRequest& request) override {
-    grpc::ClientContext ctx;
-    Attach(args_, &ctx);
-    v1::SubmitResponse resp;
-    submit_status_ = stub_->Submit(&ctx, request, &resp);
-    if (!submit_status_.ok()) return absl::UnavailableError(submit_status_.error_message());
-    return resp.evaluation().id();
+    absl::StatusOr<v1::Evaluation> e = service_.Submit(request);
+    submit_status_ = e.status();
+    if (!e.ok()) return absl::UnavailableError(e.status().message());
+    return e->id();
   }
 
-  // Polls until the evaluation ends, following a second part.
   absl::StatusOr<v1::Evaluation> Await(const std::string& evaluation_id) override {
-    std::string id = evaluation_id;
-    while (true) {
-      grpc::ClientContext ctx;
-      Attach(args_, &ctx);
-      v1::GetEvaluationRequest req;
-      req.set_id(id);
-      v1::Evaluation e;
-      if (grpc::Status s = stub_->GetEvaluation(&ctx, req, &e); !s.ok()) {
-        return absl::UnavailableError(s.error_message());
-      }
-      if (!e.continued_by().empty()) {
-        id = e.continued_by();
-        continue;
-      }
-      if (e.state() == v1::FINISHED || e.state() == v1::CANCELLED || e.state() == v1::DEAD) {
-        return e;
-      }
-      absl::SleepFor(absl::Milliseconds(500));
-    }
+    return agent::AwaitOutcome(&service_, evaluation_id, absl::Milliseconds(500));
   }
 
-  // The last Submit's gRPC status, for the exit code of a refused one.
-  const grpc::Status& submit_status() const { return submit_status_; }
+  // The last Submit's status, for the exit code of a refused one.
+  grpc::Status submit_status() const {
+    return grpc::Status(static_cast<grpc::StatusCode>(submit_status_.code()),
+                        std::string(submit_status_.message()));
+  }
 
  private:
-  const ClientArgs& args_;
-  std::unique_ptr<v1::Densegate::Stub> stub_;
-  grpc::Status submit_status_;
+  agent::GrpcExperimentService service_;
+  absl::Status submit_status_;
 };
 
 int Bisect(const BisectArgs& a) {

@@ -33,6 +33,7 @@ void AddReportCommand(CLI::App& app, int* exit_code);
 void AddDemoCommand(CLI::App& app, int* exit_code);
 void AddTokenCommand(CLI::App& app, int* exit_code);
 void AddFeedbackCommand(CLI::App& app, int* exit_code);
+void AddAgentCommand(CLI::App& app, int* exit_code);
 // submit, status, watch, cancel, list.
 void AddClientCommands(CLI::App& app, int* exit_code);
 

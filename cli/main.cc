@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   densegate::cli::AddDemoCommand(app, &exit_code);
   densegate::cli::AddTokenCommand(app, &exit_code);
   densegate::cli::AddFeedbackCommand(app, &exit_code);
+  densegate::cli::AddAgentCommand(app, &exit_code);
   densegate::cli::AddClientCommands(app, &exit_code);
 
   // CLI11 reports an unknown command as "a subcommand is required"; name it.

@@ -27,6 +27,7 @@ struct ServeArgs {
   int calibration_period_s = 6 * 3600;
   int feedback_max_mib = static_cast<int>(results::FeedbackPolicy().max_bytes >> 20);
   int feedback_keep_per_branch = results::FeedbackPolicy().keep_per_branch;
+  std::vector<std::string> agent_branches;
   int max_concurrent_claims = results::StoreOptions().max_concurrent_claims;
 };
 
@@ -57,6 +58,7 @@ int Serve(const ServeArgs& a) {
   o.scheduler.calibration_period = absl::Seconds(a.calibration_period_s);
   o.scheduler.feedback.max_bytes = int64_t{a.feedback_max_mib} << 20;
   o.scheduler.feedback.keep_per_branch = a.feedback_keep_per_branch;
+  o.scheduler.agent_branches = a.agent_branches;
   absl::StatusOr<std::unique_ptr<scheduler::SchedulerServer>> server =
       scheduler::SchedulerServer::Start(o, std::move(*store));
   if (!server.ok()) {
@@ -126,6 +128,10 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                   "the largest logs, to fit)")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  cmd->add_option("--agent_branches", args->agent_branches,
+                  "branches agent tokens may aim experiments at (policy gain, through the merge "
+                  "queue); none by default")
+      ->delimiter(',');
   cmd->add_option("--feedback_keep_per_branch", args->feedback_keep_per_branch,
                   "per repository and target branch, the newest bundles that keep their "
                   "files; older ones keep feedback.json only (0: keep all)")

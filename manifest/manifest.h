@@ -22,18 +22,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "manifest/json_message.h"
 #include "proto/densegate.pb.h"
 
 namespace densegate {
 
-// One problem found in a manifest. `field` is a path into the message using
-// proto field names ("precision[0].lengths[2]"), or empty for the whole file.
-struct ManifestError {
-  std::string field;
-  std::string message;
-
-  std::string ToString() const;
-};
+// One problem found in a manifest (manifest/json_message.h).
+using ManifestError = FieldError;
 
 // Read-only view of the files of one repository revision, used to check that
 // protected paths exist. Implementations: a directory on disk (below), and

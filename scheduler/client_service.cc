@@ -1,11 +1,13 @@
 // The client service (v1::Densegate): what CI, agents and viewers call.
 // Each handler checks the caller's role, then works through the Scheduler.
+#include <algorithm>
 #include <iostream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "manifest/campaign_spec.h"
 #include "results/feedback/bundle.h"
 #include "scheduler/internal/rpc_util.h"
 #include "scheduler/scheduler.h"
@@ -57,8 +59,11 @@ class Scheduler::ClientService final : public v1::Densegate::Service {
                     "only an admin token may override protected paths");
     }
     if (!req->target_branch().empty() && who.role == Role::kAgent) {
-      return Status(StatusCode::PERMISSION_DENIED,
-                    "an agent token cannot merge: submit without a target branch");
+      if (Status st = AgentMayAimAt(req->target_branch()); !st.ok()) return st;
+      if (req->policy() != v1::POLICY_UNSPECIFIED && req->policy() != v1::GAIN) {
+        return Status(StatusCode::PERMISSION_DENIED,
+                      "an agent's experiment aimed at a branch is judged under policy GAIN");
+      }
     }
     absl::StatusOr<results::SubmitResult> r = s_->Enqueue(*req, who.name);
     if (!r.ok()) return ToGrpc(r.status());
@@ -209,6 +214,43 @@ class Scheduler::ClientService final : public v1::Densegate::Service {
     return Status::OK;
   }
 
+  Status CreateCampaign(ServerContext* ctx, const v1::CreateCampaignRequest* req,
+                        v1::Campaign* resp) override {
+    Principal who;
+    if (Status st = s_->auth_.Authorize(ctx, {Role::kAgent}, &who); !st.ok()) return st;
+    v1::Campaign c = req->campaign();
+    if (absl::Status st = ValidateCampaign(c); !st.ok()) return ToGrpc(st);
+    if (who.role == Role::kAgent) {
+      if (Status st = AgentMayAimAt(c.branch()); !st.ok()) return st;
+    }
+    // Recorded as given: the owner and start are the scheduler's to say.
+    if (!c.owner().empty() || !c.start_sha().empty() || c.has_created_at()) {
+      return Invalid("owner, start_sha and created_at are set by the scheduler");
+    }
+    const std::string start = c.start_ref().empty() ? c.branch() : c.start_ref();
+    absl::StatusOr<std::string> sha = s_->git_.ResolveCommit(c.repo(), start);
+    if (!sha.ok()) {
+      return Invalid(absl::StrCat("campaign ", c.id(), ": cannot resolve ", start, " in ",
+                                  c.repo(), ": ", sha.status().message()));
+    }
+    c.set_owner(who.name);
+    c.set_start_sha(*sha);
+    absl::StatusOr<v1::Campaign> stored = s_->store_->PutCampaign(c);
+    if (!stored.ok()) return ToGrpc(stored.status());
+    *resp = *std::move(stored);
+    return Status::OK;
+  }
+
+  Status GetCampaign(ServerContext* ctx, const v1::GetCampaignRequest* req,
+                     v1::Campaign* resp) override {
+    Principal who;
+    if (Status st = Read(ctx, &who); !st.ok()) return st;
+    absl::StatusOr<v1::Campaign> c = s_->store_->GetCampaign(req->id());
+    if (!c.ok()) return ToGrpc(c.status());
+    *resp = *std::move(c);
+    return Status::OK;
+  }
+
   Status GetFeedback(ServerContext* ctx, const v1::GetFeedbackRequest* req,
                      grpc::ServerWriter<v1::FeedbackChunk>* writer) override {
     Principal who;
@@ -237,6 +279,15 @@ class Scheduler::ClientService final : public v1::Densegate::Service {
   }
 
  private:
+  Status AgentMayAimAt(const std::string& branch) const {
+    const std::vector<std::string>& allowed = s_->options_.agent_branches;
+    if (std::find(allowed.begin(), allowed.end(), branch) != allowed.end()) return Status::OK;
+    return Status(StatusCode::PERMISSION_DENIED,
+                  absl::StrCat("an agent token cannot aim at branch '", branch,
+                               "': the scheduler's --agent_branches does not list it (submit "
+                               "without a target branch to measure only)"));
+  }
+
   Status Read(ServerContext* ctx, Principal* who) {
     return s_->auth_.Authorize(ctx, {Role::kCi, Role::kAgent, Role::kViewer}, who);
   }

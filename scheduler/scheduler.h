@@ -74,6 +74,9 @@ struct SchedulerOptions {
   // Feedback bundles: the cap on one (nodes are told at registration) and
   // how many per branch keep their files (docs/feedback.md).
   results::FeedbackPolicy feedback;
+  // Branches an agent token may aim its experiments at (policy GAIN only,
+  // landing through the merge queue like any other); none by default.
+  std::vector<std::string> agent_branches;
 };
 
 class Scheduler {

@@ -398,6 +398,15 @@ class Store {
   virtual absl::StatusOr<FeedbackRecord> GetFeedback(
       absl::string_view evaluation_id, bool with_files) = 0;
 
+  // ---- Campaigns -----------------------------------------------------------
+
+  // Records `campaign` (id, owner, start_sha and created_at set by the
+  // caller). The same campaign again (its spec byte for byte) returns the
+  // stored one; another with that id is AlreadyExists.
+  virtual absl::StatusOr<v1::Campaign> PutCampaign(const v1::Campaign& campaign) = 0;
+  // NotFound when there is none.
+  virtual absl::StatusOr<v1::Campaign> GetCampaign(absl::string_view id) = 0;
+
   // ---- Nodes -------------------------------------------------------------
 
   // Upsert by name: a new node is CALIBRATING; a known one keeps its id and

@@ -1587,6 +1587,50 @@ v1::FeedbackBundle MakeBundle(absl::string_view summary, int log_bytes) {
   return b;
 }
 
+// ---- Campaigns ------------------------------------------------------------
+
+TEST_P(StoreContractTest, ACampaignIsKeptOnceAndItsExperimentsListedByIt) {
+  clock_.Set(absl::FromUnixSeconds(1800000000));
+  v1::Campaign c;
+  c.set_id("kda-3x");
+  c.set_repo(std::string(kRepo));
+  c.set_branch("main");
+  c.set_owner("agent:campaign-1");
+  c.set_start_sha("b0b0b0");
+  c.mutable_goal()->set_metric("serve.tok_s");
+  c.mutable_goal()->set_min_speedup(3);
+  c.add_proposers()->mutable_patch_catalog()->set_dir("patches");
+  EXPECT_EQ(store_->GetCampaign("kda-3x").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_OK_AND_ASSIGN(v1::Campaign stored, store_->PutCampaign(c));
+  EXPECT_EQ(stored.created_at().seconds(), 1800000000);
+  // The same spec again (a resumed run) returns the stored campaign as it
+  // was recorded; another spec under the id is refused and changes nothing.
+  clock_.Advance(absl::Seconds(60));
+  ASSERT_OK_AND_ASSIGN(v1::Campaign again, store_->PutCampaign(c));
+  EXPECT_EQ(again.created_at().seconds(), 1800000000);
+  v1::Campaign other = c;
+  other.mutable_goal()->set_min_speedup(2);
+  EXPECT_EQ(store_->PutCampaign(other).status().code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_OK_AND_ASSIGN(v1::Campaign got, store_->GetCampaign("kda-3x"));
+  EXPECT_EQ(got.goal().min_speedup(), 3);
+  EXPECT_EQ(got.proposers(0).patch_catalog().dir(), "patches");
+  EXPECT_EQ(store_->PutCampaign(v1::Campaign()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  // Its history: the evaluations whose candidates name it, newest first.
+  for (const char* id : {"x1", "x2", "y1"}) {
+    v1::Candidate cand = MakeCandidate(id, v1::EXPERIMENT, kRepo, "agent:campaign-1");
+    if (id[0] == 'x') cand.set_campaign("kda-3x");
+    SubmitOk(cand);
+  }
+  v1::ListEvaluationsRequest req;
+  req.set_campaign("kda-3x");
+  ASSERT_OK_AND_ASSIGN(v1::ListEvaluationsResponse listed, store_->ListEvaluations(req));
+  ASSERT_THAT(listed.evaluations(), SizeIs(2));
+  EXPECT_EQ(listed.evaluations(0).candidate().id(), "x2");
+  EXPECT_EQ(listed.evaluations(1).candidate().id(), "x1");
+}
+
 TEST_P(StoreContractTest, FeedbackIsKeptWithTheEvaluationAndReplacedByALaterUpload) {
   clock_.Set(absl::FromUnixSeconds(1800000000));
   v1::Lease l = SubmitAndClaim("c", /*max_attempts=*/2);

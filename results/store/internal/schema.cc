@@ -306,10 +306,29 @@ CREATE INDEX feedback_bundles_branch ON feedback_bundles (repo_id, target_branch
                               {"@STRICT@", pg ? "" : " STRICT"}});
 }
 
+// Campaigns: an agent's experiments toward one goal. The spec is kept as
+// the Campaign proto; its history is the evaluations that name it
+// (candidates.campaign, indexed since V1).
+std::string V4(Dialect dialect) {
+  const bool pg = dialect == Dialect::kPostgres;
+  return absl::StrReplaceAll(R"sql(
+CREATE TABLE campaigns (
+  id TEXT PRIMARY KEY,
+  owner TEXT NOT NULL,
+  created_at_us @BIGINT@ NOT NULL,
+  proto @BYTES@ NOT NULL
+)@STRICT@;
+)sql",
+                             {{"@BIGINT@", pg ? "BIGINT" : "INTEGER"},
+                              {"@BYTES@", pg ? "BYTEA" : "BLOB"},
+                              {"@STRICT@", pg ? "" : " STRICT"}});
+}
+
 constexpr Migration kMigrations[] = {
     {1, "initial schema", &V1},
     {2, "job noise limits", &V2},
     {3, "feedback bundles", &V3},
+    {4, "campaigns", &V4},
 };
 
 constexpr char kMigrationsTable[] =

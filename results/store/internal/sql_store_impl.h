@@ -301,6 +301,11 @@ class SqlStore : public Store {
   absl::StatusOr<FeedbackRecord> GetFeedback(absl::string_view evaluation_id,
                                              bool with_files) override;
 
+  // ---- Campaigns -----------------------------------------------------------
+
+  absl::StatusOr<v1::Campaign> PutCampaign(const v1::Campaign& campaign) override;
+  absl::StatusOr<v1::Campaign> GetCampaign(absl::string_view id) override;
+
   // ---- Nodes -------------------------------------------------------------
 
   absl::StatusOr<v1::Node> RegisterNode(

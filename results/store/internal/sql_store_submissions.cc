@@ -204,6 +204,9 @@ absl::StatusOr<v1::ListEvaluationsResponse> SqlStore::ListEvaluations(
   if (!request.submitter().empty()) {
     absl::StrAppend(&sql, " AND e.submitter = ", arg(request.submitter()));
   }
+  if (!request.campaign().empty()) {
+    absl::StrAppend(&sql, " AND c.campaign = ", arg(request.campaign()));
+  }
   if (before_seq > 0) absl::StrAppend(&sql, " AND e.seq < ", arg(before_seq));
   absl::StrAppend(&sql, " ORDER BY e.seq DESC LIMIT ", arg(page_size + 1));
 
