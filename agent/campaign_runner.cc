@@ -56,6 +56,10 @@ std::string MergeText(const v1::Evaluation& e) {
 std::string OutcomeLine(const Experiment& x, const std::string& metric) {
   std::string line = absl::StrCat(x.key, " (", x.evaluation.id(), "): ", DecisionName(x.evaluation),
                                   ", ", Measured(x.evaluation, metric));
+  if (x.confirmation) {
+    absl::StrAppend(&line, "; confirmed afresh: ", DecisionName(*x.confirmation), ", ",
+                    Measured(*x.confirmation, metric));
+  }
   if (std::string merge = MergeText(x.evaluation); !merge.empty()) absl::StrAppend(&line, ", ", merge);
   return line;
 }
@@ -68,15 +72,37 @@ double NodeHours(const std::vector<v1::Evaluation>& all) {
   return seconds / 3600;
 }
 
+// The product of the landed experiments' speedups, each as its fresh
+// confirmation measured it (the accepting verdict is the selected one).
 double LandedSpeedup(const std::vector<Experiment>& history, const std::string& metric) {
   double product = 1;
   for (const Experiment& x : history) {
     if (x.evaluation.merge().state() != v1::MERGED) continue;
-    if (const v1::MetricComparison* m = GoalComparison(x.evaluation, metric)) {
+    const v1::Evaluation& measured = x.confirmation ? *x.confirmation : x.evaluation;
+    if (const v1::MetricComparison* m = GoalComparison(measured, metric)) {
       product *= m->speedup();
     }
   }
   return product;
+}
+
+// The confirmation the merge queue ran for `e`, if any.
+std::optional<v1::Evaluation> ConfirmationOf(const v1::Evaluation& e,
+                                             const std::map<std::string, const v1::Evaluation*>& by_id) {
+  const std::string& id = e.merge().remeasure_evaluation_id();
+  auto it = by_id.find(id);
+  if (id.empty() || it == by_id.end()) return std::nullopt;
+  return *it->second;
+}
+
+// The merge queue's confirmation (or re-measure) of an accepted
+// experiment, once its merge ended.
+absl::StatusOr<std::optional<v1::Evaluation>> Confirmation(ExperimentService* service,
+                                                           const v1::Evaluation& e) {
+  if (e.merge().remeasure_evaluation_id().empty()) return std::optional<v1::Evaluation>();
+  absl::StatusOr<v1::Evaluation> c = service->Get(e.merge().remeasure_evaluation_id());
+  if (!c.ok()) return c.status();
+  return std::optional<v1::Evaluation>(*std::move(c));
 }
 
 }  // namespace
@@ -93,7 +119,7 @@ std::vector<Experiment> HistoryOf(const std::string& campaign,
   std::vector<Experiment> out;
   for (const v1::Evaluation& e : evaluations) {
     const v1::Candidate& c = e.candidate();
-    if (!c.remeasure_of().empty() || !c.continues().empty()) continue;
+    if (!c.remeasure_of().empty() || !c.continues().empty() || !c.confirms().empty()) continue;
     if (!absl::StartsWith(c.candidate_ref(), prefix)) continue;
     const std::string key = c.candidate_ref().substr(prefix.size());
     // A second part's verdict is the one that counts.
@@ -101,14 +127,15 @@ std::vector<Experiment> HistoryOf(const std::string& campaign,
     while (!last->continued_by().empty() && by_id.count(last->continued_by())) {
       last = by_id[last->continued_by()];
     }
+    Experiment experiment{key, *last, ConfirmationOf(*last, by_id)};
     bool replaced = false;
     for (Experiment& x : out) {
       if (x.key == key) {
-        x.evaluation = *last;
+        x = experiment;
         replaced = true;
       }
     }
-    if (!replaced) out.push_back({key, *last});
+    if (!replaced) out.push_back(std::move(experiment));
   }
   return out;
 }
@@ -138,10 +165,20 @@ nlohmann::json HistoryJson(const v1::Campaign& campaign, const std::vector<Exper
       j["claims"].push_back({{"metric", c.metric()}, {"claimed", c.claimed()},
                              {"verified", c.verified()}});
     }
+    auto interval = [](const v1::MetricComparison& m) {
+      return nlohmann::json{{"speedup", m.speedup()}, {"ci_low", m.ci_low()},
+                            {"ci_high", m.ci_high()}, {"pairs", m.n_pairs()}};
+    };
     if (const v1::MetricComparison* m = GoalComparison(e, metric)) {
-      j["goal_metric"] = {{"metric", metric},      {"speedup", m->speedup()},
-                          {"ci_low", m->ci_low()}, {"ci_high", m->ci_high()},
-                          {"pairs", m->n_pairs()}};
+      j["goal_metric"] = interval(*m);
+      j["goal_metric"]["metric"] = metric;
+    }
+    if (x.confirmation) {
+      j["confirmation"] = {{"evaluation_id", x.confirmation->id()},
+                           {"decision", v1::Decision_Name(x.confirmation->verdict().decision())}};
+      if (const v1::MetricComparison* m = GoalComparison(*x.confirmation, metric)) {
+        j["confirmation"]["goal_metric"] = interval(*m);
+      }
     }
     out.push_back(std::move(j));
   }
@@ -171,6 +208,11 @@ std::string HistoryText(const v1::Campaign& campaign, const std::vector<Experime
     }
     absl::StrAppend(&out, "   measured: ", Measured(history[i].evaluation, campaign.goal().metric()),
                     "\n");
+    if (const std::optional<v1::Evaluation>& c = history[i].confirmation) {
+      absl::StrAppend(&out, "   confirmed afresh (", c->id(), "): ",
+                      v1::Decision_Name(c->verdict().decision()), ", ",
+                      Measured(*c, campaign.goal().metric()), "\n");
+    }
     std::string decision = DecisionName(history[i].evaluation);
     if (std::string merge = MergeText(history[i].evaluation); !merge.empty()) {
       absl::StrAppend(&decision, ", ", merge);
@@ -186,122 +228,74 @@ std::string HistoryText(const v1::Campaign& campaign, const std::vector<Experime
   return out;
 }
 
-absl::StatusOr<CampaignOutcome> RunCampaign(const v1::Campaign& campaign,
-                                            ExperimentService* service, const CampaignRun& run) {
+namespace {
+
+// Pushes the worktree's commit as the experiment's branch, submits it and
+// follows it to its end (its merge included); the experiment as it ended.
+absl::StatusOr<Experiment> SubmitAndAwait(const v1::Campaign& campaign, ExperimentService* service,
+                                          const CampaignRun& run, Workspace& ws,
+                                          const std::string& tip, const Proposal& proposal,
+                                          const std::string& shortstat, int number) {
+  const std::string ref = ExperimentRef(campaign.id(), proposal.key);
+  if (absl::Status s = ws.Push("refs/heads/" + ref); !s.ok()) return s;
+  v1::SubmitRequest req;
+  req.set_repo(campaign.repo());
+  req.set_baseline_ref(tip);
+  req.set_candidate_ref(ref);
+  req.set_kind(v1::EXPERIMENT);
+  req.set_policy(v1::GAIN);
+  for (const v1::Claim& c : proposal.claims) *req.add_claims() = c;
+  req.set_hypothesis(absl::StrCat(proposal.hypothesis, kChangeLine, shortstat));
+  req.set_campaign(campaign.id());
+  if (proposal.screen) {
+    req.add_metric_scope(campaign.goal().metric());
+  } else {
+    req.set_target_branch(campaign.branch());
+  }
+  absl::StatusOr<v1::Evaluation> submitted = service->Submit(req);
+  if (!submitted.ok()) return submitted.status();
+  run.log(absl::StrCat("[", number, "/", campaign.budget().max_experiments(), "] ", proposal.key,
+                       " submitted as ", submitted->id(), ": ",
+                       proposal.hypothesis.substr(0, proposal.hypothesis.find('\n'))));
+  absl::StatusOr<v1::Evaluation> ended = AwaitOutcome(service, submitted->id(), run.poll);
+  if (!ended.ok()) return ended.status();
+  absl::StatusOr<std::optional<v1::Evaluation>> confirmation = Confirmation(service, *ended);
+  if (!confirmation.ok()) return confirmation.status();
+  return Experiment{proposal.key, *ended, *confirmation};
+}
+
+// Why the loop stops now, or "" to go on.
+std::string StopReason(const v1::Campaign& campaign, const CampaignOutcome& out,
+                       const std::vector<v1::Evaluation>& all, bool proposers_done) {
+  int experiments = 0;
+  for (const Experiment& x : out.history) experiments += !IsTotal(x);
+  if (out.landed_speedup >= campaign.goal().min_speedup()) {
+    return absl::StrFormat("goal reached by the landed experiments (%.3fx, as confirmed)",
+                           out.landed_speedup);
+  }
+  if (experiments >= campaign.budget().max_experiments()) {
+    return absl::StrCat("budget spent: ", experiments, " experiments");
+  }
+  if (const double hours = NodeHours(all);
+      campaign.budget().max_node_hours() > 0 && hours >= campaign.budget().max_node_hours()) {
+    return absl::StrFormat("budget spent: %.2f node-hours", hours);
+  }
+  return proposers_done ? "every proposer is done" : "";
+}
+
+// The start against the tip, measured once with the goal as a claim: what
+// the campaign gained (nothing to measure when the tip did not move).
+absl::Status MeasureTotal(const v1::Campaign& campaign, ExperimentService* service,
+                          const CampaignRun& run, Workspace& ws, CampaignOutcome* out) {
   const std::string& metric = campaign.goal().metric();
-  Workspace ws(run.workdir, campaign.repo(), run.tools.git);
-  std::vector<std::unique_ptr<Proposer>> proposers;
-  for (const v1::Proposer& p : campaign.proposers()) {
-    proposers.push_back(NewProposer(p, run.tools));
-  }
-  absl::StatusOr<std::vector<v1::Evaluation>> listed = service->ListCampaign(campaign.id());
-  if (!listed.ok()) return listed.status();
-  CampaignOutcome out;
-  out.history = HistoryOf(campaign.id(), *listed);
-  std::vector<v1::Evaluation> all = *listed;
-  // What a killed run left running is followed, not submitted again.
-  for (Experiment& x : out.history) {
-    if (Ended(x.evaluation)) continue;
-    run.log(absl::StrCat("awaiting ", x.key, " (", x.evaluation.id(), "), submitted earlier"));
-    absl::StatusOr<v1::Evaluation> e = AwaitOutcome(service, x.evaluation.id(), run.poll);
-    if (!e.ok()) return e.status();
-    x.evaluation = *e;
-    run.log(OutcomeLine(x, metric));
-  }
-  std::string last_feedback;
-  size_t proposer = 0;
-  int idle = 0;  // Proposals in a row that submitted nothing.
-  while (true) {
-    int experiments = 0;
-    for (const Experiment& x : out.history) experiments += !IsTotal(x);
-    out.landed_speedup = LandedSpeedup(out.history, metric);
-    if (out.landed_speedup >= campaign.goal().min_speedup()) {
-      out.stopped = absl::StrFormat("goal reached by the landed experiments (%.3fx)",
-                                    out.landed_speedup);
-      break;
-    }
-    if (experiments >= campaign.budget().max_experiments()) {
-      out.stopped = absl::StrCat("budget spent: ", experiments, " experiments");
-      break;
-    }
-    if (const double hours = NodeHours(all);
-        campaign.budget().max_node_hours() > 0 && hours >= campaign.budget().max_node_hours()) {
-      out.stopped = absl::StrFormat("budget spent: %.2f node-hours", hours);
-      break;
-    }
-    if (proposer == proposers.size()) {
-      out.stopped = "every proposer is done";
-      break;
-    }
-    if (++idle > 1000) return absl::InternalError("1000 proposals in a row submitted nothing");
-    absl::StatusOr<std::string> tip = ws.FetchTip(campaign.branch());
-    if (!tip.ok()) return tip.status();
-    if (absl::Status s = ws.Reset(*tip); !s.ok()) return s;
-    const std::string history_json = HistoryJson(campaign, out.history).dump(2);
-    ProposalContext ctx{&campaign, *tip, &out.history, ws.dir(), last_feedback, history_json};
-    Proposer& current = *proposers[proposer];
-    absl::StatusOr<Proposal> proposal = current.Next(ctx);
-    if (!proposal.ok()) {
-      run.log(absl::StrCat(current.Name(), ": stopped: ", proposal.status().message()));
-      ++proposer;
-      continue;
-    }
-    if (proposal->kind == Proposal::Kind::kDone) {
-      run.log(absl::StrCat(current.Name(), ": done: ", proposal->note));
-      ++proposer;
-      continue;
-    }
-    if (proposal->kind == Proposal::Kind::kSkipped) {
-      run.log(absl::StrCat(proposal->key, ": skipped: ", proposal->note));
-      continue;
-    }
-    const std::string title = proposal->hypothesis.substr(0, proposal->hypothesis.find('\n'));
-    absl::StatusOr<Workspace::Change> change =
-        ws.Commit(*tip, absl::StrCat("agent ", campaign.id(), ": ", title));
-    if (!change.ok()) return change.status();
-    if (change->shortstat.empty()) {
-      run.log(absl::StrCat(proposal->key, ": skipped: the change is empty"));
-      continue;
-    }
-    const std::string ref = ExperimentRef(campaign.id(), proposal->key);
-    if (absl::Status s = ws.Push("refs/heads/" + ref); !s.ok()) return s;
-    v1::SubmitRequest req;
-    req.set_repo(campaign.repo());
-    req.set_baseline_ref(*tip);
-    req.set_candidate_ref(ref);
-    req.set_kind(v1::EXPERIMENT);
-    req.set_policy(v1::GAIN);
-    for (const v1::Claim& c : proposal->claims) *req.add_claims() = c;
-    req.set_hypothesis(absl::StrCat(proposal->hypothesis, kChangeLine, change->shortstat));
-    req.set_campaign(campaign.id());
-    if (proposal->screen) {
-      req.add_metric_scope(metric);
-    } else {
-      req.set_target_branch(campaign.branch());
-    }
-    absl::StatusOr<v1::Evaluation> submitted = service->Submit(req);
-    if (!submitted.ok()) return submitted.status();
-    idle = 0;
-    run.log(absl::StrCat("[", experiments + 1, "/", campaign.budget().max_experiments(), "] ",
-                         proposal->key, " submitted as ", submitted->id(), ": ", title));
-    absl::StatusOr<v1::Evaluation> ended = AwaitOutcome(service, submitted->id(), run.poll);
-    if (!ended.ok()) return ended.status();
-    out.history.push_back({proposal->key, *ended});
-    all.push_back(*ended);
-    run.log(OutcomeLine(out.history.back(), metric));
-    absl::StatusOr<std::string> feedback = service->FeedbackSummary(ended->id());
-    last_feedback = feedback.ok() ? *feedback : "";
-  }
-  run.log("campaign " + campaign.id() + ": " + out.stopped);
-  // The start against the tip, measured: what the campaign gained.
   absl::StatusOr<std::string> tip = ws.FetchTip(campaign.branch());
   if (!tip.ok()) return tip.status();
-  if (*tip == campaign.start_sha()) return out;
+  if (*tip == campaign.start_sha()) return absl::OkStatus();
   const std::string key = kTotalPrefix + tip->substr(0, 12);
-  for (const Experiment& x : out.history) {
-    if (x.key == key) out.total = x.evaluation;
+  for (const Experiment& x : out->history) {
+    if (x.key == key) out->total = x.evaluation;
   }
-  if (!out.total) {
+  if (!out->total) {
     if (absl::Status s = ws.Reset(*tip); !s.ok()) return s;
     const std::string ref = ExperimentRef(campaign.id(), key);
     if (absl::Status s = ws.Push("refs/heads/" + ref); !s.ok()) return s;
@@ -323,14 +317,92 @@ absl::StatusOr<CampaignOutcome> RunCampaign(const v1::Campaign& campaign,
     run.log(absl::StrCat("measuring the start against the tip as ", submitted->id()));
     absl::StatusOr<v1::Evaluation> ended = AwaitOutcome(service, submitted->id(), run.poll);
     if (!ended.ok()) return ended.status();
-    out.total = *ended;
-    out.history.push_back({key, *ended});
+    out->total = *ended;
+    out->history.push_back({key, *ended, std::nullopt});
   }
-  for (const v1::ClaimResult& c : out.total->verdict().claims()) {
-    if (c.metric() == metric) out.goal_reached = c.verified();
+  for (const v1::ClaimResult& c : out->total->verdict().claims()) {
+    if (c.metric() == metric) out->goal_reached = c.verified();
   }
-  run.log(absl::StrCat("campaign gain: ", Measured(*out.total, metric), "; goal ",
-                       out.goal_reached ? "reached" : "not reached"));
+  run.log(absl::StrCat("campaign gain: ", Measured(*out->total, metric), "; goal ",
+                       out->goal_reached ? "reached" : "not reached"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<CampaignOutcome> RunCampaign(const v1::Campaign& campaign,
+                                            ExperimentService* service, const CampaignRun& run) {
+  const std::string& metric = campaign.goal().metric();
+  Workspace ws(run.workdir, campaign.repo(), run.tools.git);
+  std::vector<std::unique_ptr<Proposer>> proposers;
+  for (const v1::Proposer& p : campaign.proposers()) {
+    proposers.push_back(NewProposer(p, run.tools));
+  }
+  absl::StatusOr<std::vector<v1::Evaluation>> listed = service->ListCampaign(campaign.id());
+  if (!listed.ok()) return listed.status();
+  CampaignOutcome out;
+  out.history = HistoryOf(campaign.id(), *listed);
+  std::vector<v1::Evaluation> all = *listed;
+  // What a killed run left running is followed, not submitted again.
+  for (Experiment& x : out.history) {
+    if (Ended(x.evaluation)) continue;
+    run.log(absl::StrCat("awaiting ", x.key, " (", x.evaluation.id(), "), submitted earlier"));
+    absl::StatusOr<v1::Evaluation> e = AwaitOutcome(service, x.evaluation.id(), run.poll);
+    if (!e.ok()) return e.status();
+    absl::StatusOr<std::optional<v1::Evaluation>> confirmation = Confirmation(service, *e);
+    if (!confirmation.ok()) return confirmation.status();
+    x.evaluation = *e;
+    x.confirmation = *confirmation;
+    run.log(OutcomeLine(x, metric));
+  }
+  std::string last_feedback;
+  size_t proposer = 0;
+  int idle = 0;  // Proposals in a row that submitted nothing.
+  while (true) {
+    out.landed_speedup = LandedSpeedup(out.history, metric);
+    out.stopped = StopReason(campaign, out, all, proposer == proposers.size());
+    if (!out.stopped.empty()) break;
+    if (++idle > 1000) return absl::InternalError("1000 proposals in a row submitted nothing");
+    absl::StatusOr<std::string> tip = ws.FetchTip(campaign.branch());
+    if (!tip.ok()) return tip.status();
+    if (absl::Status s = ws.Reset(*tip); !s.ok()) return s;
+    const std::string history_json = HistoryJson(campaign, out.history).dump(2);
+    ProposalContext ctx{&campaign, *tip, &out.history, ws.dir(), last_feedback, history_json};
+    Proposer& current = *proposers[proposer];
+    absl::StatusOr<Proposal> proposal = current.Next(ctx);
+    if (!proposal.ok() || proposal->kind == Proposal::Kind::kDone) {
+      run.log(absl::StrCat(current.Name(), proposal.ok() ? ": done: " : ": stopped: ",
+                           proposal.ok() ? proposal->note : proposal.status().message()));
+      ++proposer;
+      continue;
+    }
+    if (proposal->kind == Proposal::Kind::kSkipped) {
+      run.log(absl::StrCat(proposal->key, ": skipped: ", proposal->note));
+      continue;
+    }
+    absl::StatusOr<Workspace::Change> change = ws.Commit(
+        *tip, absl::StrCat("agent ", campaign.id(), ": ",
+                           proposal->hypothesis.substr(0, proposal->hypothesis.find('\n'))));
+    if (!change.ok()) return change.status();
+    if (change->shortstat.empty()) {
+      run.log(absl::StrCat(proposal->key, ": skipped: the change is empty"));
+      continue;
+    }
+    int experiments = 0;
+    for (const Experiment& x : out.history) experiments += !IsTotal(x);
+    absl::StatusOr<Experiment> done = SubmitAndAwait(campaign, service, run, ws, *tip, *proposal,
+                                                     change->shortstat, experiments + 1);
+    if (!done.ok()) return done.status();
+    idle = 0;
+    out.history.push_back(*done);
+    all.push_back(done->evaluation);
+    if (done->confirmation) all.push_back(*done->confirmation);
+    run.log(OutcomeLine(out.history.back(), metric));
+    absl::StatusOr<std::string> feedback = service->FeedbackSummary(done->evaluation.id());
+    last_feedback = feedback.ok() ? *feedback : "";
+  }
+  run.log("campaign " + campaign.id() + ": " + out.stopped);
+  if (absl::Status s = MeasureTotal(campaign, service, run, ws, &out); !s.ok()) return s;
   return out;
 }
 

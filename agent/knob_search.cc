@@ -137,7 +137,7 @@ absl::StatusOr<bool> Apply(const std::string& worktree, const Space& space, cons
 
 class KnobSearch : public Proposer {
  public:
-  KnobSearch(v1::KnobSearch spec, ProposerTools tools) : spec_(std::move(spec)), tools_(tools) {}
+  explicit KnobSearch(v1::KnobSearch spec) : spec_(std::move(spec)) {}
 
   std::string Name() const override { return "knob search over " + spec_.space(); }
 
@@ -213,14 +213,14 @@ class KnobSearch : public Proposer {
 
  private:
   v1::KnobSearch spec_;
-  ProposerTools tools_;
   std::set<std::string> skipped_;
 };
 
 }  // namespace
 
-std::unique_ptr<Proposer> NewKnobSearch(const v1::KnobSearch& spec, ProposerTools tools) {
-  return std::make_unique<KnobSearch>(spec, tools);
+std::unique_ptr<Proposer> NewKnobSearch(const v1::KnobSearch& spec, ProposerTools) {
+  // It edits a JSON file; it needs neither git nor processes.
+  return std::make_unique<KnobSearch>(spec);
 }
 
 }  // namespace densegate::agent

@@ -14,6 +14,7 @@
 #define DENSEGATE_AGENT_PROPOSER_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@ namespace densegate::agent {
 struct Experiment {
   std::string key;
   v1::Evaluation evaluation;
+  // The merge queue's fresh evaluation of it, when it was accepted toward
+  // the branch (Candidate.confirms): what a landing's speedup is taken from.
+  std::optional<v1::Evaluation> confirmation;
 };
 
 struct ProposalContext {

@@ -1,5 +1,5 @@
 // The client side of the scheduler API: `densegate submit | status | watch |
-// list | cancel | bisect`, each with --json (flags: client_flags.h).
+// list | cancel | approve | decline | bisect`, each with --json (flags: client_flags.h).
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
@@ -336,6 +336,27 @@ int CancelEvaluation(const IdArgs& args) {
   return ShowOne(args.client, e);
 }
 
+// A person's say on a merge that awaits approval (roles maintainer, admin).
+int DecideMerge(const IdArgs& args, bool approve) {
+  auto stub = Stub(args.client);
+  grpc::ClientContext ctx;
+  Attach(args.client, &ctx);
+  v1::Evaluation e;
+  grpc::Status s;
+  if (approve) {
+    v1::ApproveMergeRequest req;
+    req.set_evaluation_id(args.id);
+    s = stub->ApproveMerge(&ctx, req, &e);
+  } else {
+    v1::DeclineMergeRequest req;
+    req.set_evaluation_id(args.id);
+    req.set_reason(args.reason);
+    s = stub->DeclineMerge(&ctx, req, &e);
+  }
+  if (!s.ok()) return Fail(approve ? "approve" : "decline", s);
+  return ShowOne(args.client, e);
+}
+
 struct ListArgs {
   ClientArgs client;
   std::string state, kind, repo;
@@ -435,6 +456,20 @@ void AddEvaluationCommands(CLI::App& app, int* exit_code) {
   cmd->add_option("id", cancel->id, "evaluation id")->required();
   cmd->add_option("--reason", cancel->reason, "recorded in the audit log");
   cmd->callback([cancel, exit_code] { *exit_code = CancelEvaluation(*cancel); });
+
+  auto approve = std::make_shared<IdArgs>();
+  cmd = app.add_subcommand(
+      "approve", "Approve an accepted experiment that awaits a person before it lands.");
+  AddClientFlags(cmd, &approve->client);
+  cmd->add_option("id", approve->id, "evaluation id")->required();
+  cmd->callback([approve, exit_code] { *exit_code = DecideMerge(*approve, true); });
+
+  auto decline = std::make_shared<IdArgs>();
+  cmd = app.add_subcommand("decline", "Decline an accepted experiment that awaits a person.");
+  AddClientFlags(cmd, &decline->client);
+  cmd->add_option("id", decline->id, "evaluation id")->required();
+  cmd->add_option("--reason", decline->reason, "why: recorded with the entry")->required();
+  cmd->callback([decline, exit_code] { *exit_code = DecideMerge(*decline, false); });
 
   auto list = std::make_shared<ListArgs>();
   cmd = app.add_subcommand("list", "List evaluations, newest first.");

@@ -28,6 +28,7 @@ struct ServeArgs {
   int feedback_max_mib = static_cast<int>(results::FeedbackPolicy().max_bytes >> 20);
   int feedback_keep_per_branch = results::FeedbackPolicy().keep_per_branch;
   std::vector<std::string> agent_branches;
+  std::vector<std::string> approval_branches;
   int max_concurrent_claims = results::StoreOptions().max_concurrent_claims;
 };
 
@@ -59,6 +60,7 @@ int Serve(const ServeArgs& a) {
   o.scheduler.feedback.max_bytes = int64_t{a.feedback_max_mib} << 20;
   o.scheduler.feedback.keep_per_branch = a.feedback_keep_per_branch;
   o.scheduler.agent_branches = a.agent_branches;
+  o.scheduler.approval_branches = a.approval_branches;
   absl::StatusOr<std::unique_ptr<scheduler::SchedulerServer>> server =
       scheduler::SchedulerServer::Start(o, std::move(*store));
   if (!server.ok()) {
@@ -131,6 +133,10 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--agent_branches", args->agent_branches,
                   "branches agent tokens may aim experiments at (policy gain, through the merge "
                   "queue); none by default")
+      ->delimiter(',');
+  cmd->add_option("--approval_branches", args->approval_branches,
+                  "branches where an accepted experiment waits for a person's approval "
+                  "(densegate approve / decline, roles maintainer or admin) before it lands")
       ->delimiter(',');
   cmd->add_option("--feedback_keep_per_branch", args->feedback_keep_per_branch,
                   "per repository and target branch, the newest bundles that keep their "

@@ -2,11 +2,13 @@
 // Each handler checks the caller's role, then works through the Scheduler.
 #include <algorithm>
 #include <iostream>
+#include <mutex>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "manifest/campaign_spec.h"
 #include "results/feedback/bundle.h"
 #include "scheduler/internal/rpc_util.h"
@@ -251,6 +253,19 @@ class Scheduler::ClientService final : public v1::Densegate::Service {
     return Status::OK;
   }
 
+  Status ApproveMerge(ServerContext* ctx, const v1::ApproveMergeRequest* req,
+                      v1::Evaluation* resp) override {
+    return Decide(ctx, req->evaluation_id(), /*approve=*/true, "", resp);
+  }
+
+  Status DeclineMerge(ServerContext* ctx, const v1::DeclineMergeRequest* req,
+                      v1::Evaluation* resp) override {
+    if (absl::StripAsciiWhitespace(req->reason()).empty()) {
+      return Invalid("a decline needs a reason (--reason): it is what the author reads");
+    }
+    return Decide(ctx, req->evaluation_id(), /*approve=*/false, req->reason(), resp);
+  }
+
   Status GetFeedback(ServerContext* ctx, const v1::GetFeedbackRequest* req,
                      grpc::ServerWriter<v1::FeedbackChunk>* writer) override {
     Principal who;
@@ -279,6 +294,45 @@ class Scheduler::ClientService final : public v1::Densegate::Service {
   }
 
  private:
+  // A person's approval or decline of an entry AWAITING_APPROVAL.
+  Status Decide(ServerContext* ctx, const std::string& id, bool approve,
+                const std::string& reason, v1::Evaluation* resp) {
+    Principal who;
+    if (Status st = s_->auth_.Authorize(ctx, {Role::kMaintainer}, &who); !st.ok()) return st;
+    if (id.empty()) return Invalid("evaluation_id is required");
+    {
+      // Not while the queue advances: it reads the state it moves from.
+      std::lock_guard<std::mutex> l(s_->merges_mu_);
+      absl::StatusOr<results::MergeEntry> entry = s_->store_->GetMergeEntry(id);
+      if (!entry.ok()) return ToGrpc(entry.status());
+      if (entry->status.state() != v1::AWAITING_APPROVAL) {
+        return Status(StatusCode::FAILED_PRECONDITION,
+                      absl::StrCat("evaluation ", id, " is ",
+                                   v1::MergeState_Name(entry->status.state()),
+                                   ", not AWAITING_APPROVAL"));
+      }
+      v1::MergeStatus next;
+      if (approve) {
+        // Back where it was: its confirmation or re-measure, when one ran,
+        // is still what it would land on.
+        next.set_state(entry->status.remeasure_evaluation_id().empty() ? v1::MERGE_QUEUED
+                                                                       : v1::REMEASURING);
+        next.set_approved_by(who.name);
+        next.set_message("approved by " + who.name);
+      } else {
+        next.set_state(v1::MERGE_FAILED);
+        next.set_message(absl::StrCat("declined by ", who.name, ": ", reason));
+      }
+      absl::StatusOr<results::MergeEntry> moved = s_->store_->UpdateMerge(id, next, who.name);
+      if (!moved.ok()) return ToGrpc(moved.status());
+    }
+    if (approve) s_->AdvanceMerges();
+    absl::StatusOr<v1::Evaluation> e = s_->store_->GetEvaluation(id);
+    if (!e.ok()) return ToGrpc(e.status());
+    *resp = *std::move(e);
+    return Status::OK;
+  }
+
   Status AgentMayAimAt(const std::string& branch) const {
     const std::vector<std::string>& allowed = s_->options_.agent_branches;
     if (std::find(allowed.begin(), allowed.end(), branch) != allowed.end()) return Status::OK;
@@ -289,7 +343,8 @@ class Scheduler::ClientService final : public v1::Densegate::Service {
   }
 
   Status Read(ServerContext* ctx, Principal* who) {
-    return s_->auth_.Authorize(ctx, {Role::kCi, Role::kAgent, Role::kViewer}, who);
+    return s_->auth_.Authorize(ctx, {Role::kCi, Role::kAgent, Role::kViewer, Role::kMaintainer},
+                               who);
   }
 
   Scheduler* s_;

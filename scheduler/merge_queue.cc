@@ -49,8 +49,12 @@ std::string MergeNote(const v1::Evaluation& accepted, const std::string& origina
   return note;
 }
 
-MergeQueue::MergeQueue(results::Store* store, const platform::Git* git, Remeasure remeasure)
-    : store_(store), git_(git), remeasure_(std::move(remeasure)) {}
+MergeQueue::MergeQueue(results::Store* store, const platform::Git* git, Remeasure remeasure,
+                       std::vector<std::string> approval_branches)
+    : store_(store),
+      git_(git),
+      remeasure_(std::move(remeasure)),
+      approval_branches_(std::move(approval_branches)) {}
 
 absl::Status MergeQueue::Enqueue(const v1::Evaluation& evaluation) {
   if (evaluation.verdict().decision() != v1::ACCEPT ||
@@ -70,6 +74,8 @@ int MergeQueue::Advance() {
   // of it has landed or failed, and is then measured against the new tip.
   std::set<std::pair<std::string, std::string>> busy;
   for (const results::MergeEntry& entry : *live) {
+    // Waiting for a person holds up no one: the entries behind it go on.
+    if (entry.status.state() == v1::AWAITING_APPROVAL) continue;
     if (!busy.insert({entry.repo, entry.target_branch}).second) continue;
     (void)Step(entry);
     absl::StatusOr<results::MergeEntry> after = store_->GetMergeEntry(entry.evaluation_id);
@@ -125,8 +131,10 @@ absl::Status MergeQueue::Step(const results::MergeEntry& entry) {
       std::vector<std::string> reasons;
       for (const v1::Reason& reason : r->verdict().reasons()) reasons.push_back(reason.message());
       return Fail(entry.evaluation_id,
-                  absl::StrFormat("re-measured against %s at %s (evaluation %s): %s%s%s", branch,
-                                  Short(r->candidate().baseline_sha()), r->id(), outcome,
+                  absl::StrFormat("%s against %s at %s (evaluation %s): %s%s%s",
+                                  r->candidate().confirms().empty() ? "re-measured"
+                                                                    : "confirmed afresh",
+                                  branch, Short(r->candidate().baseline_sha()), r->id(), outcome,
                                   reasons.empty() ? "" : ": ", absl::StrJoin(reasons, "; ")));
     }
     remeasure = *r;
@@ -135,46 +143,37 @@ absl::Status MergeQueue::Step(const results::MergeEntry& entry) {
     measured_base = r->candidate().baseline_sha();
   }
 
-  if (*tip == measured_base) {
-    // Measured against the current tip: land it.
-    v1::MergeStyle style = v1::FAST_FORWARD;
-    if (absl::StatusOr<std::string> text = git_->ShowFile(repo, *tip, kManifestFileName);
-        text.ok()) {
-      std::vector<ManifestError> errors;
-      if (absl::StatusOr<v1::Manifest> m = ParseManifest(*text, &errors); m.ok()) {
-        style = m->merge().style();
-      }
-    }
-    const bool descends = git_->Run(repo, {"merge-base", "--is-ancestor", *tip, target}).ok();
-    if (style == v1::MERGE_COMMIT || !descends) {
-      absl::StatusOr<std::string> commit = MergeCommit(
-          repo, branch, *tip, target,
-          absl::StrFormat("Merge %s into %s (densegate evaluation %s)",
-                          Short(cand.candidate_sha()), branch, entry.evaluation_id));
-      if (absl::IsAborted(commit.status())) {
-        return Fail(entry.evaluation_id, std::string(commit.status().message()));
-      }
-      if (!commit.ok()) return commit.status();
-      target = *commit;
-    }
-    absl::StatusOr<std::string> landed =
-        Land(*measured, repo, branch, *tip, target,
-             MergeNote(*measured, measured == &remeasure ? entry.evaluation_id : ""));
-    // The tip moved under us: the next Advance sees the new tip.
-    if (!landed.ok()) return landed.status();
-    v1::MergeStatus s;
-    s.set_state(v1::MERGED);
-    s.set_merged_sha(target);
-    s.set_message(*landed);
+  // A campaign's experiment lands only on a fresh evaluation's agreement.
+  const bool confirm = measured == &*original && cand.kind() == v1::EXPERIMENT &&
+                       !cand.campaign().empty();
+  const bool hold = cand.kind() == v1::EXPERIMENT && entry.status.approved_by().empty() &&
+                    std::find(approval_branches_.begin(), approval_branches_.end(), branch) !=
+                        approval_branches_.end();
+  if (*tip == measured_base && !confirm && hold) {
+    // Measured, confirmed where it had to be: now a person's say.
+    v1::MergeStatus s = entry.status;
+    s.set_state(v1::AWAITING_APPROVAL);
+    s.set_message(absl::StrFormat(
+        "%s's policy wants a person's approval: densegate approve %s, or densegate decline %s "
+        "--reason TEXT (roles maintainer, admin)",
+        branch, entry.evaluation_id, entry.evaluation_id));
     return store_->UpdateMerge(entry.evaluation_id, s, "scheduler").status();
+  }
+  if (*tip == measured_base && !confirm) {
+    // Measured against the current tip: land it.
+    return LandOnTip(entry, *measured, measured != &*original, *tip, target);
   }
 
   // The tip moved since the measurement: merge the candidate onto it in a
-  // scratch commit and measure that against the tip.
-  absl::StatusOr<std::string> scratch = MergeCommit(
-      repo, branch, *tip, cand.candidate_sha(),
-      absl::StrFormat("Merge %s into %s for re-measurement (densegate evaluation %s)",
-                      Short(cand.candidate_sha()), branch, entry.evaluation_id));
+  // scratch commit and measure that against the tip. (An unconfirmed
+  // experiment on an unmoved tip is measured as it is.)
+  absl::StatusOr<std::string> scratch = cand.candidate_sha();
+  if (*tip != measured_base) {
+    scratch = MergeCommit(
+        repo, branch, *tip, cand.candidate_sha(),
+        absl::StrFormat("Merge %s into %s for re-measurement (densegate evaluation %s)",
+                        Short(cand.candidate_sha()), branch, entry.evaluation_id));
+  }
   if (absl::IsAborted(scratch.status())) {
     return Fail(entry.evaluation_id, std::string(scratch.status().message()));
   }
@@ -184,7 +183,7 @@ absl::Status MergeQueue::Step(const results::MergeEntry& entry) {
   absl::StatusOr<std::string> kept = git_->Run(
       repo, {"update-ref", "refs/densegate/remeasure/" + entry.evaluation_id, scratch_sha});
   if (!kept.ok()) return kept.status();
-  absl::StatusOr<std::string> id = remeasure_(*original, *tip, scratch_sha);
+  absl::StatusOr<std::string> id = remeasure_(*original, *tip, scratch_sha, confirm);
   if (!id.ok()) {
     // E.g. the baseline manifest at the new tip is invalid: nothing can land.
     if (absl::IsFailedPrecondition(id.status()) || absl::IsInvalidArgument(id.status())) {
@@ -196,8 +195,53 @@ absl::Status MergeQueue::Step(const results::MergeEntry& entry) {
   v1::MergeStatus s;
   s.set_state(v1::REMEASURING);
   s.set_remeasure_evaluation_id(*id);
-  s.set_message(absl::StrFormat("%s moved to %s since the measurement; re-measuring %s against it",
-                                branch, Short(*tip), Short(scratch_sha)));
+  if (confirm) {
+    s.set_message(absl::StrFormat(
+        "a campaign's experiment: confirming %s against %s at %s with a fresh evaluation",
+        Short(scratch_sha), branch, Short(*tip)));
+  } else {
+    s.set_message(absl::StrFormat(
+        "%s moved to %s since the measurement; re-measuring %s against it", branch, Short(*tip),
+        Short(scratch_sha)));
+  }
+  return store_->UpdateMerge(entry.evaluation_id, s, "scheduler").status();
+}
+
+absl::Status MergeQueue::LandOnTip(const results::MergeEntry& entry,
+                                   const v1::Evaluation& measured, bool remeasured,
+                                   const std::string& tip, std::string target) {
+  const v1::Candidate& cand = measured.candidate();
+  const std::string& repo = cand.repo();
+  const std::string& branch = entry.target_branch;
+  v1::MergeStyle style = v1::FAST_FORWARD;
+  if (absl::StatusOr<std::string> text = git_->ShowFile(repo, tip, kManifestFileName);
+      text.ok()) {
+    std::vector<ManifestError> errors;
+    if (absl::StatusOr<v1::Manifest> m = ParseManifest(*text, &errors); m.ok()) {
+      style = m->merge().style();
+    }
+  }
+  const bool descends = git_->Run(repo, {"merge-base", "--is-ancestor", tip, target}).ok();
+  if (style == v1::MERGE_COMMIT || !descends) {
+    absl::StatusOr<std::string> commit = MergeCommit(
+        repo, branch, tip, target,
+        absl::StrFormat("Merge %s into %s (densegate evaluation %s)", Short(target), branch,
+                        entry.evaluation_id));
+    if (absl::IsAborted(commit.status())) {
+      return Fail(entry.evaluation_id, std::string(commit.status().message()));
+    }
+    if (!commit.ok()) return commit.status();
+    target = *commit;
+  }
+  absl::StatusOr<std::string> landed =
+      Land(measured, repo, branch, tip, target,
+           MergeNote(measured, remeasured ? entry.evaluation_id : ""));
+  // The tip moved under us: the next Advance sees the new tip.
+  if (!landed.ok()) return landed.status();
+  v1::MergeStatus s;
+  s.set_state(v1::MERGED);
+  s.set_merged_sha(target);
+  s.set_message(*landed);
   return store_->UpdateMerge(entry.evaluation_id, s, "scheduler").status();
 }
 

@@ -65,7 +65,7 @@ std::optional<HttpResponse> Scheduler::DenyPage(const HttpRequest& request) {
   const std::string token = request.Query("token");
   absl::StatusOr<Principal> who = auth_.AuthorizeBearer(
       token.empty() ? request.authorization : "Bearer " + token,
-      {Role::kViewer, Role::kCi, Role::kAgent});
+      {Role::kViewer, Role::kCi, Role::kAgent, Role::kMaintainer});
   if (who.ok()) return std::nullopt;
   return HttpResponse{absl::IsPermissionDenied(who.status()) ? 403 : 401,
                       "text/plain; charset=utf-8", absl::StrCat(who.status().message(), "\n")};

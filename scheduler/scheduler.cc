@@ -43,9 +43,10 @@ Scheduler::Scheduler(results::Store* store, Authenticator auth, platform::Proces
       git_(launcher),
       merges_(store, &git_,
               [this](const v1::Evaluation& original, const std::string& tip,
-                     const std::string& candidate) {
-                return Remeasure(original, tip, candidate);
-              }) {
+                     const std::string& candidate, bool confirmation) {
+                return Remeasure(original, tip, candidate, confirmation);
+              },
+              options.approval_branches) {
   client_ = NewClientService(this);
   node_ = NewNodeService(this);
 }
@@ -57,8 +58,8 @@ grpc::Service* Scheduler::node_service() { return node_.get(); }
 
 absl::StatusOr<results::SubmitResult> Scheduler::Enqueue(const v1::SubmitRequest& req,
                                                          const std::string& submitter,
-                                                         const std::string& remeasure_of,
-                                                         const v1::Evaluation* first_part) {
+                                                         const Lineage& lineage) {
+  const v1::Evaluation* first_part = lineage.first_part;
   struct stat st;
   if (::stat(req.repo().c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return absl::NotFoundError("repository path does not exist: " + req.repo());
@@ -113,6 +114,7 @@ absl::StatusOr<results::SubmitResult> Scheduler::Enqueue(const v1::SubmitRequest
     absl::StrAppend(&identity, "\nprecision change ", req.precision_change());
   }
   if (first_part != nullptr) absl::StrAppend(&identity, "\ncontinues ", first_part->id());
+  if (!lineage.confirms.empty()) absl::StrAppend(&identity, "\nconfirms ", lineage.confirms);
   c.set_id(Hex(identity));
   c.set_repo(req.repo());
   c.set_target_branch(req.target_branch());
@@ -131,7 +133,8 @@ absl::StatusOr<results::SubmitResult> Scheduler::Enqueue(const v1::SubmitRequest
   c.set_precision_change(req.precision_change());
   c.set_manifest_hash(manifest_hash);
   *c.mutable_metric_scope() = {scope.begin(), scope.end()};
-  c.set_remeasure_of(remeasure_of);
+  c.set_remeasure_of(lineage.remeasure_of);
+  c.set_confirms(lineage.confirms);
   p.priority = req.priority();
   p.max_attempts = options_.max_attempts;
   // The repository's noise limit where it is stricter than this
@@ -199,7 +202,8 @@ absl::StatusOr<std::string> Scheduler::ContinueIfDue(const v1::Evaluation& first
   req.set_hypothesis(absl::StrFormat(
       "second part of evaluation %s, which noise left inconclusive on node %s", first.id(),
       first.verdict().provenance().node_id()));
-  absl::StatusOr<results::SubmitResult> r = Enqueue(req, c.submitter(), c.remeasure_of(), &first);
+  absl::StatusOr<results::SubmitResult> r =
+      Enqueue(req, c.submitter(), {.remeasure_of = c.remeasure_of(), .first_part = &first});
   if (!r.ok()) return r.status();
   absl::MutexLock l(&mu_);
   second_parts_[first.id()] = r->evaluation.id();
@@ -231,13 +235,18 @@ void Scheduler::AttachPrior(v1::Lease* lease) {
 
 absl::StatusOr<std::string> Scheduler::Remeasure(const v1::Evaluation& original,
                                                  const std::string& tip_sha,
-                                                 const std::string& candidate_sha) {
+                                                 const std::string& candidate_sha,
+                                                 bool confirmation) {
   const v1::Candidate& c = original.candidate();
   // No target branch: the merge queue lands the result, not this evaluation.
   v1::SubmitRequest req = SubmittedAgain(c, tip_sha, candidate_sha);
-  req.set_hypothesis(absl::StrFormat("re-measure of evaluation %s against %s at %s", original.id(),
-                                     c.target_branch(), tip_sha.substr(0, 12)));
-  absl::StatusOr<results::SubmitResult> r = Enqueue(req, c.submitter(), original.id());
+  req.set_hypothesis(absl::StrFormat(
+      "%s of evaluation %s against %s at %s",
+      confirmation ? "fresh confirmation (a campaign's experiment)" : "re-measure", original.id(),
+      c.target_branch(), tip_sha.substr(0, 12)));
+  Lineage lineage;
+  (confirmation ? lineage.confirms : lineage.remeasure_of) = original.id();
+  absl::StatusOr<results::SubmitResult> r = Enqueue(req, c.submitter(), lineage);
   if (!r.ok()) return r.status();
   return r->evaluation.id();
 }
@@ -297,7 +306,8 @@ void Scheduler::Grant(v1::Lease* lease, const std::string& node_id) {
     const v1::Candidate& c = lease->evaluation().candidate();
     absl::MutexLock l(&mu_);
     granted_leases_[lease->id()] = {lease->evaluation().id(), c, {},
-                                    !c.target_branch().empty() || !c.remeasure_of().empty()};
+                                    !c.target_branch().empty() || !c.remeasure_of().empty() ||
+                                        !c.confirms().empty()};
   }
   AttachPrior(lease);
 }

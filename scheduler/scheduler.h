@@ -77,6 +77,20 @@ struct SchedulerOptions {
   // Branches an agent token may aim its experiments at (policy GAIN only,
   // landing through the merge queue like any other); none by default.
   std::vector<std::string> agent_branches;
+  // Branches whose policy wants a person's approval before an experiment
+  // lands (MergeState AWAITING_APPROVAL; `densegate approve` / `decline`).
+  std::vector<std::string> approval_branches;
+};
+
+// What an evaluation the scheduler queues itself follows (empty: a
+// submission). `remeasure_of`: the evaluation a merge-queue re-measure
+// re-measures (Candidate.remeasure_of); `confirms`: the campaign experiment
+// a confirmation measures afresh (Candidate.confirms); `first_part`: the
+// evaluation a second part continues.
+struct Lineage {
+  std::string remeasure_of;
+  std::string confirms;
+  const v1::Evaluation* first_part = nullptr;
 };
 
 class Scheduler {
@@ -130,13 +144,10 @@ class Scheduler {
 
   // Resolves the refs, reads and validates the baseline's manifest, applies
   // the per-submitter experiment limit and queues the candidate (or finds
-  // its twin). Authorization is the caller's. `remeasure_of`: the
-  // evaluation a merge-queue re-measure re-measures (Candidate.remeasure_of).
-  // `first_part`: the evaluation a second part continues (null: none).
+  // its twin). Authorization is the caller's.
   absl::StatusOr<results::SubmitResult> Enqueue(const v1::SubmitRequest& request,
                                                 const std::string& submitter,
-                                                const std::string& remeasure_of = "",
-                                                const v1::Evaluation* first_part = nullptr);
+                                                const Lineage& lineage = Lineage());
   // For an evaluation that noise left inconclusive and that kept error
   // budget (results::ContinuationDue): queues its second part, once (the
   // same candidate identity deduplicates), and returns its id; "" when none
@@ -153,10 +164,11 @@ class Scheduler {
   // A re-measure's lease gets the digests and samples of the evaluation it
   // re-measures (v1::PriorMeasurement); the node decides whether they stand.
   void AttachPrior(v1::Lease* lease);
-  // Queues the re-measurement the merge queue asks for; returns its id.
+  // Queues the re-measurement (or, `confirmation`, the fresh confirming
+  // measurement) the merge queue asks for; returns its id.
   absl::StatusOr<std::string> Remeasure(const v1::Evaluation& original,
                                         const std::string& tip_sha,
-                                        const std::string& candidate_sha);
+                                        const std::string& candidate_sha, bool confirmation);
   // Wakes long polls and watchers.
   void Notify();
   void RecordClaim(double seconds, size_t leases);

@@ -86,6 +86,8 @@ const char* RoleName(Role r) {
       return "viewer";
     case Role::kNode:
       return "node";
+    case Role::kMaintainer:
+      return "maintainer";
     case Role::kAdmin:
       return "admin";
   }
@@ -93,7 +95,8 @@ const char* RoleName(Role r) {
 }
 
 std::optional<Role> ParseRole(absl::string_view name) {
-  for (Role r : {Role::kCi, Role::kAgent, Role::kViewer, Role::kNode, Role::kAdmin}) {
+  for (Role r :
+       {Role::kCi, Role::kAgent, Role::kViewer, Role::kNode, Role::kMaintainer, Role::kAdmin}) {
     if (name == RoleName(r)) return r;
   }
   return std::nullopt;

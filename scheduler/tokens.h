@@ -1,7 +1,8 @@
 // The tokens file: who may call the scheduler, in which role.
 //
 // One token per line, `ROLE sha256:HEX PRINCIPAL`: ROLE is ci, agent, viewer,
-// node or admin; HEX is the SHA-256 of the token (the token itself is never
+// node, maintainer (a viewer who may approve or decline merges that await
+// a person) or admin; HEX is the SHA-256 of the token (the token itself is never
 // stored: whoever reads the file cannot call the scheduler with it);
 // PRINCIPAL is what the audit log and a candidate's submitter record (default:
 // the role), and for a node token the one node name it may register and act
@@ -25,7 +26,9 @@
 
 namespace densegate::scheduler {
 
-enum class Role { kCi, kAgent, kViewer, kNode, kAdmin };
+// kMaintainer: a viewer who may also approve or decline what awaits a
+// person's approval in the merge queue.
+enum class Role { kCi, kAgent, kViewer, kNode, kMaintainer, kAdmin };
 
 const char* RoleName(Role r);
 std::optional<Role> ParseRole(absl::string_view name);

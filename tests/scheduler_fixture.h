@@ -53,6 +53,7 @@ inline std::string TokensFile() {
   line("agent", "agent-token-01", "agent:campaign-1");
   line("agent", "agent-token-02", "agent:campaign-2");
   line("viewer", "viewer-token-1", "viewer");
+  line("maintainer", "maintainer-token-1", "maintainer:ana");
   line("admin", "admin-token-01", "admin");
   for (const char* name : kNodeNames) line("node", NodeToken(name), name);
   line("node", NodeToken("honest"), "honest");

@@ -16,6 +16,8 @@ namespace densegate::results {
 namespace {
 
 using internal::BisectCells;
+using internal::CampaignCells;
+using internal::kCampaignHeaders;
 using internal::CandidateCells;
 using internal::FeedbackCommand;
 using internal::ChangePointCells;
@@ -274,6 +276,13 @@ std::string RenderHtml(const Report& r) {
     absl::StrAppend(&html, "<h3>", Escape(metric), "</h3>\n", Chart(metric, steps));
   }
 
+  if (!r.awaiting_approval.empty()) {
+    html += "<h2>Awaiting approval</h2>\n<p>Accepted, and held by their branch's policy for a "
+            "person: <code>densegate approve ID</code> or <code>densegate decline ID --reason "
+            "TEXT</code>.</p>\n";
+    html += Table(kCandidateHeaders, Rows(r.awaiting_approval, CandidateCells),
+                  CandidateFeedbackLinks(r.awaiting_approval, r.feedback_link_prefix));
+  }
   html += "<h2>Candidates</h2>\n";
   html += r.candidates.empty() ? "<p>No evaluation finished in this period.</p>\n"
                                : Table(kCandidateHeaders, Rows(r.candidates, CandidateCells),
@@ -309,6 +318,15 @@ std::string RenderHtml(const Report& r) {
                           b.culprit ? "<code>" + Escape(b.culprit->commit) + "</code>"
                                     : "not found yet");
     html += Table(kBisectHeaders, Rows(b.steps, BisectCells));
+  }
+
+  html += "<h2>Campaigns: claimed against confirmed</h2>\n";
+  if (r.campaigns.empty()) {
+    html += "<p>No campaign's experiment was accepted toward a branch in this period.</p>\n";
+  }
+  for (const CampaignRow& c : r.campaigns) {
+    absl::StrAppendFormat(&html, "<h3>%s: %d landed</h3>\n", Escape(c.campaign), c.landed);
+    html += Table(kCampaignHeaders, Rows(c.experiments, CampaignCells));
   }
 
   html += "<h2>Change points</h2>\n";

@@ -14,6 +14,8 @@ namespace densegate::results {
 namespace {
 
 using internal::BisectCells;
+using internal::CampaignCells;
+using internal::kCampaignHeaders;
 using internal::CandidateCells;
 using internal::ChangePointCells;
 using internal::kBisectHeaders;
@@ -138,6 +140,23 @@ void Bisections(const Report& r, std::string* out) {
   }
 }
 
+// Each campaign's accepted experiments: claimed, measured, confirmed.
+void Campaigns(const Report& r, std::string* out) {
+  std::string& md = *out;
+  auto line = [&](const std::string& text) { absl::StrAppend(&md, text, "\n"); };
+  line("## Campaigns: claimed against confirmed");
+  if (r.campaigns.empty()) {
+    line("");
+    line("No campaign's experiment was accepted toward a branch in this period.");
+  }
+  for (const CampaignRow& c : r.campaigns) {
+    line("");
+    line(absl::StrFormat("### %s: %d landed", c.campaign, c.landed));
+    line("");
+    md += MarkdownTable(kCampaignHeaders, Rows(c.experiments, CampaignCells));
+  }
+}
+
 }  // namespace
 
 std::string RenderMarkdown(const Report& r) {
@@ -153,6 +172,15 @@ std::string RenderMarkdown(const Report& r) {
   line("");
   HeadlineAndTimeline(r, &md);
   line("");
+  if (!r.awaiting_approval.empty()) {
+    line("## Awaiting approval");
+    line("");
+    line("Accepted, and held by their branch's policy for a person: `densegate approve ID` or "
+         "`densegate decline ID --reason TEXT`.");
+    line("");
+    md += MarkdownTable(kCandidateHeaders, Rows(r.awaiting_approval, CandidateCells));
+    line("");
+  }
   line("## Candidates");
   line("");
   if (r.candidates.empty()) {
@@ -166,6 +194,8 @@ std::string RenderMarkdown(const Report& r) {
   Precision(r, &md);
   line("");
   Bisections(r, &md);
+  line("");
+  Campaigns(r, &md);
   line("");
   line("## Change points");
   line("");

@@ -122,6 +122,27 @@ struct Bisection {
   std::optional<BisectStep> culprit;
 };
 
+// One experiment of an agent's campaign that was accepted toward a branch:
+// what it claimed, what the accepting evaluation measured, and what the
+// merge queue's fresh confirmation measured of the same metric before it
+// could land (agent/README.md, "False merges").
+struct CampaignExperimentRow {
+  std::string evaluation;
+  std::string hypothesis;  // Its first line.
+  std::vector<ClaimRow> claims;
+  std::optional<MetricSummary> measured;  // The accepting verdict's headline metric.
+  std::string confirmation;               // Evaluation id; empty: none ran.
+  std::string confirmation_decision;
+  std::optional<MetricSummary> confirmed;  // The same metric, measured afresh.
+  std::string merge;
+};
+
+struct CampaignRow {
+  std::string campaign;
+  std::vector<CampaignExperimentRow> experiments;  // In decision order.
+  int landed = 0;
+};
+
 // One e-divisive change point of a branch's tip history.
 struct ChangePointRow {
   std::string metric;
@@ -158,9 +179,13 @@ struct Report {
   std::vector<HeadlineRow> headline;  // Highest cumulative speedup first.
   std::map<std::string, std::vector<TimelineStep>> timeline;  // By metric.
   std::vector<CandidateRow> candidates;  // In decision order.
+  // Accepted experiments held for a person's approval by their branch's
+  // policy (merge "awaiting_approval"): what a maintainer decides on.
+  std::vector<CandidateRow> awaiting_approval;
   std::map<std::string, std::vector<CandidateRow>> rejected;  // By reason code.
   std::vector<PrecisionChart> precision;  // Most recent first.
   std::vector<Bisection> bisections;
+  std::vector<CampaignRow> campaigns;
   std::vector<ChangePointRow> change_points;
   std::vector<NodeRow> nodes;
   // Where the HTML links a candidate's feedback: this, then its evaluation

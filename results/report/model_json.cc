@@ -93,6 +93,28 @@ json ToJson(const Bisection& b) {
           {"culprit", b.culprit ? ToJson(*b.culprit) : json(nullptr)}};
 }
 
+json ToJson(const MetricSummary& m) {
+  return {{"name", m.name},       {"speedup", m.speedup}, {"ci_low", m.ci_low},
+          {"ci_high", m.ci_high}, {"n_pairs", m.n_pairs}, {"text", m.text}};
+}
+
+json ToJson(const CampaignExperimentRow& x) {
+  json row = {{"evaluation", x.evaluation}, {"hypothesis", x.hypothesis},
+              {"claims", json::array()},    {"confirmation", x.confirmation},
+              {"confirmation_decision", x.confirmation_decision}, {"merge", x.merge}};
+  for (const ClaimRow& claim : x.claims) {
+    row["claims"].push_back(
+        {{"metric", claim.metric}, {"claimed", claim.claimed}, {"verified", claim.verified}});
+  }
+  if (x.measured) row["measured"] = ToJson(*x.measured);
+  if (x.confirmed) row["confirmed"] = ToJson(*x.confirmed);
+  return row;
+}
+
+json ToJson(const CampaignRow& c) {
+  return {{"campaign", c.campaign}, {"landed", c.landed}, {"experiments", Array(c.experiments)}};
+}
+
 json ToJson(const ChangePointRow& p) {
   json point = {{"metric", p.metric},
                 {"commit", p.commit},
@@ -134,9 +156,11 @@ json ReportToJson(const Report& r) {
           {"headline", Array(r.headline)},
           {"timeline", Object(r.timeline)},
           {"candidates", Array(r.candidates)},
+          {"awaiting_approval", Array(r.awaiting_approval)},
           {"rejected", Object(r.rejected)},
           {"precision", Array(r.precision)},
           {"bisections", Array(r.bisections)},
+          {"campaigns", Array(r.campaigns)},
           {"change_points", Array(r.change_points)},
           {"nodes", Array(r.nodes)}};
 }

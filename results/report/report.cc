@@ -92,6 +92,50 @@ CandidateRow Candidate(const v1::Evaluation& e) {
   return row;
 }
 
+// Each campaign's experiments that were accepted toward a branch, with
+// the confirmation the merge queue ran (read from the store: it aims at
+// no branch, so a branch's report does not list it).
+std::vector<CampaignRow> Campaigns(Store& store, const std::vector<v1::Evaluation>& evaluations) {
+  std::map<std::string, CampaignRow> by_campaign;
+  for (const v1::Evaluation& e : evaluations) {
+    const v1::Candidate& c = e.candidate();
+    if (c.campaign().empty() || c.campaign().rfind("bisect:", 0) == 0 ||
+        c.kind() != v1::EXPERIMENT || c.target_branch().empty() ||
+        e.verdict().decision() != v1::ACCEPT) {
+      continue;
+    }
+    CampaignRow& campaign = by_campaign[c.campaign()];
+    campaign.campaign = c.campaign();
+    CampaignExperimentRow row;
+    row.evaluation = e.id();
+    row.hypothesis = c.hypothesis().substr(0, c.hypothesis().find('\n'));
+    for (const auto& claim : e.verdict().claims()) {
+      row.claims.push_back({claim.metric(), claim.claimed(), claim.verified()});
+    }
+    const v1::MetricComparison* measured = Headline(e.verdict());
+    if (measured != nullptr) row.measured = Summary(*measured);
+    row.merge = absl::AsciiStrToLower(v1::MergeState_Name(e.merge().state()));
+    campaign.landed += e.merge().state() == v1::MERGED;
+    const std::string& confirmation = e.merge().remeasure_evaluation_id();
+    if (absl::StatusOr<v1::Evaluation> conf = store.GetEvaluation(confirmation);
+        !confirmation.empty() && conf.ok() && !conf->candidate().confirms().empty()) {
+      row.confirmation = conf->id();
+      row.confirmation_decision = conf->state() == v1::FINISHED
+                                      ? absl::AsciiStrToLower(v1::Decision_Name(conf->verdict().decision()))
+                                      : absl::AsciiStrToLower(v1::EvaluationState_Name(conf->state()));
+      if (measured != nullptr) {
+        if (const v1::MetricComparison* m = FindMetric(conf->verdict(), measured->metric())) {
+          row.confirmed = Summary(*m);
+        }
+      }
+    }
+    campaign.experiments.push_back(std::move(row));
+  }
+  std::vector<CampaignRow> out;
+  for (auto& [name, row] : by_campaign) out.push_back(std::move(row));
+  return out;
+}
+
 }  // namespace
 
 std::string BisectCampaign(const std::string& metric, const std::string& good,
@@ -432,6 +476,7 @@ absl::StatusOr<Report> BuildReport(Store& store, const ReportRequest& request, a
     if (e.verdict().decision() == v1::REJECT) {
       report.rejected[row.reason ? row.reason->code : "unspecified"].push_back(row);
     }
+    if (e.merge().state() == v1::AWAITING_APPROVAL) report.awaiting_approval.push_back(row);
     if (e.merge().state() != v1::MERGED) continue;
     for (const auto& m : e.verdict().metrics()) {
       std::vector<TimelineStep>& steps = report.timeline[m.metric()];
@@ -440,6 +485,7 @@ absl::StatusOr<Report> BuildReport(Store& store, const ReportRequest& request, a
   }
   report.precision = PrecisionCharts(evaluations);
   report.bisections = Bisections(evaluations);
+  report.campaigns = Campaigns(store, evaluations);
   for (const auto& [metric, steps] : report.timeline) {
     const TimelineStep& last = steps.back();
     report.headline.push_back({metric, static_cast<int>(steps.size()), last.cumulative,

@@ -79,8 +79,9 @@ struct SubmitParams {
   v1::Candidate candidate;
   // Higher runs first within the candidate's class; CI always precedes
   // experiments, and equal priorities run in submission order. A
-  // merge-queue re-measure (candidate.remeasure_of set) ignores it: it runs
-  // before all other gate work, since its branch waits for it.
+  // merge-queue re-measure or confirmation (candidate.remeasure_of or
+  // confirms set) ignores it: it runs before all other gate work, since
+  // its branch waits for it.
   int32_t priority = 0;
   // Infrastructure failures (expired leases, FailLease) allowed before the
   // evaluation is DEAD. 0: StoreOptions::default_max_attempts.
@@ -431,10 +432,11 @@ class Store {
   // Queues an ACCEPTed evaluation whose candidate names a target branch.
   virtual absl::StatusOr<MergeEntry> EnqueueMerge(
       absl::string_view evaluation_id, absl::string_view actor) = 0;
-  // Moves an entry: MERGE_QUEUED <-> REMEASURING (remeasure_evaluation_id
-  // required), and either to MERGED (merged_sha required) or MERGE_FAILED;
-  // those two are final. Empty merged_sha / remeasure_evaluation_id keep
-  // the stored values; message is replaced.
+  // Moves an entry: among MERGE_QUEUED, REMEASURING (remeasure_evaluation_id
+  // required) and AWAITING_APPROVAL, and either to MERGED (merged_sha
+  // required) or MERGE_FAILED; those two are final. Empty merged_sha /
+  // remeasure_evaluation_id / approved_by keep the stored values (an
+  // approval, once given, stays); message is replaced.
   virtual absl::StatusOr<MergeEntry> UpdateMerge(
       absl::string_view evaluation_id, const v1::MergeStatus& status,
       absl::string_view actor) = 0;

@@ -1490,6 +1490,17 @@ TEST_P(StoreContractTest, MergeQueueLifecycle) {
   ASSERT_OK_AND_ASSIGN(
       MergeEntry r, store_->UpdateMerge(accepted[0], remeasure, "scheduler"));
   EXPECT_EQ(r.status.state(), v1::REMEASURING);
+  // Held for a person, then approved: the approval stays with the entry.
+  v1::MergeStatus held;
+  held.set_state(v1::AWAITING_APPROVAL);
+  ASSERT_OK_AND_ASSIGN(r, store_->UpdateMerge(accepted[0], held, "scheduler"));
+  EXPECT_EQ(r.status.state(), v1::AWAITING_APPROVAL);
+  EXPECT_EQ(r.status.remeasure_evaluation_id(), queued_only);
+  EXPECT_EQ(r.status.approved_by(), "");
+  v1::MergeStatus approved = remeasure;
+  approved.set_approved_by("maintainer:ana");
+  ASSERT_OK_AND_ASSIGN(r, store_->UpdateMerge(accepted[0], approved, "maintainer:ana"));
+  EXPECT_EQ(r.status.approved_by(), "maintainer:ana");
   v1::MergeStatus merged;
   merged.set_state(v1::MERGED);
   EXPECT_EQ(
@@ -1511,6 +1522,7 @@ TEST_P(StoreContractTest, MergeQueueLifecycle) {
   EXPECT_EQ(e.merge().state(), v1::MERGED);
   EXPECT_EQ(e.merge().merged_sha(), "abc123");
   EXPECT_EQ(e.merge().remeasure_evaluation_id(), queued_only);
+  EXPECT_EQ(e.merge().approved_by(), "maintainer:ana");
   ASSERT_OK_AND_ASSIGN(q, store_->ListMergeQueue(main_branch));
   ASSERT_THAT(q, SizeIs(1));  // the live queue
   EXPECT_EQ(q[0].evaluation_id, accepted[1]);
@@ -1524,8 +1536,8 @@ TEST_P(StoreContractTest, MergeQueueLifecycle) {
   ASSERT_OK_AND_ASSIGN(std::vector<AuditEntry> audit, store_->ListAudit(f));
   std::vector<std::string> actions;
   for (const AuditEntry& a : audit) actions.push_back(a.action);
-  EXPECT_THAT(actions, ElementsAre("submit", "merge.enqueue", "merge.update",
-                                   "merge.update"));
+  EXPECT_THAT(actions, ElementsAre("submit", "merge.enqueue", "merge.update", "merge.update",
+                                   "merge.update", "merge.update"));
 }
 
 // ---- Audit ------------------------------------------------------------------

@@ -47,6 +47,7 @@ bool InconclusiveForNoise(const v1::Verdict& v) {
 bool ContinuationDue(const v1::Evaluation& e) {
   const v1::Candidate& c = e.candidate();
   return e.state() == v1::FINISHED && c.continues().empty() && c.remeasure_of().empty() &&
+         c.confirms().empty() &&
          c.error_share() > 0 &&
          c.error_share() < 1 && InconclusiveForNoise(e.verdict());
 }

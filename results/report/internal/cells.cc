@@ -84,4 +84,23 @@ std::vector<std::string> BisectCells(const BisectStep& s) {
 const std::vector<std::string> kBisectHeaders = {"#", "commit", "evaluation",
                                                  "speedup vs good [interval]", "result"};
 
+std::vector<std::string> CampaignCells(const CampaignExperimentRow& x) {
+  std::vector<std::string> claims;
+  for (const ClaimRow& c : x.claims) {
+    claims.push_back(absl::StrFormat("%s >= %.2fx", c.metric, c.claimed));
+  }
+  return {x.evaluation,
+          x.hypothesis,
+          claims.empty() ? "-" : absl::StrJoin(claims, ", "),
+          x.measured ? x.measured->text : "-",
+          x.confirmation.empty()
+              ? "-"
+              : absl::StrCat(x.confirmed ? x.confirmed->text : "-", " (",
+                             x.confirmation_decision, ")"),
+          x.merge};
+}
+const std::vector<std::string> kCampaignHeaders = {
+    "evaluation", "hypothesis", "claimed", "measured when accepted", "confirmed afresh",
+    "merge"};
+
 }  // namespace densegate::results::internal

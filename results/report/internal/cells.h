@@ -28,6 +28,8 @@ extern const std::vector<std::string> kCandidateHeaders;
 extern const std::vector<std::string> kChangePointHeaders;
 extern const std::vector<std::string> kNodeHeaders;
 extern const std::vector<std::string> kBisectHeaders;
+std::vector<std::string> CampaignCells(const CampaignExperimentRow& x);
+extern const std::vector<std::string> kCampaignHeaders;
 extern const char kNoChangePoints[];
 
 // The rows `cells` makes of `items`.

@@ -324,11 +324,18 @@ CREATE TABLE campaigns (
                               {"@STRICT@", pg ? "" : " STRICT"}});
 }
 
+// Approval: who approved a merge-queue entry that its branch's policy
+// held for a person (MergeStatus.approved_by).
+std::string V5(Dialect) {
+  return "ALTER TABLE merge_queue ADD COLUMN approved_by TEXT NOT NULL DEFAULT '';\n";
+}
+
 constexpr Migration kMigrations[] = {
     {1, "initial schema", &V1},
     {2, "job noise limits", &V2},
     {3, "feedback bundles", &V3},
     {4, "campaigns", &V4},
+    {5, "merge approvals", &V5},
 };
 
 constexpr char kMigrationsTable[] =

@@ -89,6 +89,7 @@ absl::StatusOr<v1::Evaluation> SqlStore::EvaluationFromRow(const SqlRow& row) {
     m->set_merged_sha(row.Text(9));
     m->set_remeasure_evaluation_id(row.Text(10));
     m->set_message(row.Text(11));
+    m->set_approved_by(row.Text(13));
   }
   return e;
 }
@@ -151,6 +152,7 @@ MergeEntry SqlStore::MergeFromRow(const SqlRow& row) {
   m.status.set_message(row.Text(7));
   m.created_at = FromUs(row.Int(8));
   m.updated_at = FromUs(row.Int(9));
+  m.status.set_approved_by(row.Text(10));
   return m;
 }
 

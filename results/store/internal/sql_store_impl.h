@@ -349,7 +349,7 @@ class SqlStore : public Store {
   static constexpr char kEvaluationSelect[] =
       "SELECT e.id, e.state, e.node_id, e.attempt, e.created_at_us, "
       "e.updated_at_us, c.proto, v.proto, m.state, m.merged_sha, "
-      "m.remeasure_evaluation_id, m.message, e.seq FROM evaluations e JOIN "
+      "m.remeasure_evaluation_id, m.message, e.seq, m.approved_by FROM evaluations e JOIN "
       "candidates c ON c.id = e.candidate_id LEFT JOIN verdicts v ON "
       "v.evaluation_id = e.id LEFT JOIN merge_queue m ON m.evaluation_id = "
       "e.id ";
@@ -363,7 +363,7 @@ class SqlStore : public Store {
   static constexpr char kMergeSelect[] =
       "SELECT m.position, m.evaluation_id, r.url, m.target_branch, m.state, "
       "m.merged_sha, m.remeasure_evaluation_id, m.message, m.created_at_us, "
-      "m.updated_at_us FROM merge_queue m JOIN repos r ON r.id = m.repo_id";
+      "m.updated_at_us, m.approved_by FROM merge_queue m JOIN repos r ON r.id = m.repo_id";
 
   int64_t NowUs() const { return absl::ToUnixMicros(clock_->Now()); }
 

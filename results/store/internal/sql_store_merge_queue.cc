@@ -71,6 +71,7 @@ absl::StatusOr<MergeEntry> SqlStore::UpdateMerge(absl::string_view evaluation_id
   switch (status.state()) {
     case v1::MERGE_QUEUED:
     case v1::MERGE_FAILED:
+    case v1::AWAITING_APPROVAL:
       break;
     case v1::REMEASURING:
       if (status.remeasure_evaluation_id().empty()) {
@@ -83,8 +84,8 @@ absl::StatusOr<MergeEntry> SqlStore::UpdateMerge(absl::string_view evaluation_id
       break;
     default:
       return Invalid(absl::StrCat(
-          "merge state must be MERGE_QUEUED, REMEASURING, MERGED or "
-          "MERGE_FAILED, got ",
+          "merge state must be MERGE_QUEUED, REMEASURING, AWAITING_APPROVAL, "
+          "MERGED or MERGE_FAILED, got ",
           v1::MergeState_Name(status.state())));
   }
   const int64_t now = NowUs();
@@ -124,17 +125,20 @@ absl::StatusOr<MergeEntry> SqlStore::UpdateMerge(absl::string_view evaluation_id
                     "COALESCE(NULLIF($3, ''), merged_sha), "
                     "remeasure_evaluation_id = COALESCE(NULLIF($4, ''), "
                     "remeasure_evaluation_id), message = $5, updated_at_us = "
-                    "$6 WHERE evaluation_id = $1",
+                    "$6, approved_by = COALESCE(NULLIF($7, ''), approved_by) "
+                    "WHERE evaluation_id = $1",
                     {evaluation_id, static_cast<int>(status.state()),
                      status.merged_sha(), status.remeasure_evaluation_id(),
-                     status.message(), now})
+                     status.message(), now, status.approved_by()})
                 .status());
         DG_RETURN_IF_ERROR(AuditTx(
             tx, now, actor, "merge.update", evaluation_id,
             absl::StrCat(
                 v1::MergeState_Name(status.state()),
                 status.merged_sha().empty() ? "" : " ", status.merged_sha(),
-                status.message().empty() ? "" : ": ", status.message())));
+                status.message().empty() ? "" : ": ", status.message(),
+                status.approved_by().empty() ? "" : "; approved by ",
+                status.approved_by())));
         DG_ASSIGN_OR_RETURN(out, LoadMerge(tx, evaluation_id));
         return absl::OkStatus();
       }));

@@ -84,7 +84,8 @@ absl::StatusOr<SubmitResult> SqlStore::Submit(const SubmitParams& params) {
                   {id, c.id(), repo_id, static_cast<int>(c.kind()),
                    c.submitter(), static_cast<int>(v1::QUEUED), now})
                 .status());
-        const bool remeasure = !c.remeasure_of().empty();
+        // A branch's merge queue waits for its re-measures and confirmations.
+        const bool remeasure = !c.remeasure_of().empty() || !c.confirms().empty();
         const int32_t priority =
             remeasure ? kRemeasurePriority : params.priority;
         DG_RETURN_IF_ERROR(
