@@ -19,14 +19,6 @@ std::string RefPrefix(const std::string& campaign) {
   return absl::StrCat("densegate/agent/", campaign, "/");
 }
 
-bool Ended(const v1::Evaluation& e) {
-  if (e.state() != v1::FINISHED && e.state() != v1::CANCELLED && e.state() != v1::DEAD) {
-    return false;
-  }
-  if (e.candidate().target_branch().empty() || e.verdict().decision() != v1::ACCEPT) return true;
-  return e.merge().state() == v1::MERGED || e.merge().state() == v1::MERGE_FAILED;
-}
-
 bool IsTotal(const Experiment& e) { return absl::StartsWith(e.key, kTotalPrefix); }
 
 std::string DecisionName(const v1::Evaluation& e) {
@@ -345,7 +337,7 @@ absl::StatusOr<CampaignOutcome> RunCampaign(const v1::Campaign& campaign,
   std::vector<v1::Evaluation> all = *listed;
   // What a killed run left running is followed, not submitted again.
   for (Experiment& x : out.history) {
-    if (Ended(x.evaluation)) continue;
+    if (OutcomeFinal(x.evaluation)) continue;
     run.log(absl::StrCat("awaiting ", x.key, " (", x.evaluation.id(), "), submitted earlier"));
     absl::StatusOr<v1::Evaluation> e = AwaitOutcome(service, x.evaluation.id(), run.poll);
     if (!e.ok()) return e.status();

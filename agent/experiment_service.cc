@@ -12,11 +12,18 @@ absl::Status FromGrpc(const grpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
-bool Ended(const v1::Evaluation& e) {
-  return e.state() == v1::FINISHED || e.state() == v1::CANCELLED || e.state() == v1::DEAD;
-}
 
 }  // namespace
+
+bool OutcomeFinal(const v1::Evaluation& e) {
+  if (e.state() != v1::FINISHED && e.state() != v1::CANCELLED && e.state() != v1::DEAD) {
+    return false;
+  }
+  if (e.candidate().target_branch().empty() || e.verdict().decision() != v1::ACCEPT) return true;
+  // Accepted toward a branch: queued, confirmed, perhaps re-measured on a
+  // moved tip or held for approval, until it lands or fails.
+  return e.merge().state() == v1::MERGED || e.merge().state() == v1::MERGE_FAILED;
+}
 
 absl::StatusOr<v1::Evaluation> AwaitOutcome(ExperimentService* service, const std::string& id,
                                             absl::Duration poll) {
@@ -28,14 +35,7 @@ absl::StatusOr<v1::Evaluation> AwaitOutcome(ExperimentService* service, const st
       at = e->continued_by();
       continue;
     }
-    if (Ended(*e)) {
-      if (e->candidate().target_branch().empty() || e->verdict().decision() != v1::ACCEPT) {
-        return e;
-      }
-      // Accepted toward a branch: queued, perhaps re-measured on a moved
-      // tip, until it lands or fails.
-      if (e->merge().state() == v1::MERGED || e->merge().state() == v1::MERGE_FAILED) return e;
-    }
+    if (OutcomeFinal(*e)) return e;
     absl::SleepFor(poll);
   }
 }

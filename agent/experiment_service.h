@@ -32,6 +32,11 @@ class ExperimentService {
   virtual absl::StatusOr<std::string> FeedbackSummary(const std::string& id) = 0;
 };
 
+// Whether `e`'s outcome is final: it ended (FINISHED, CANCELLED or DEAD)
+// and, when it was accepted toward a branch, its merge ended too (MERGED
+// or MERGE_FAILED).
+bool OutcomeFinal(const v1::Evaluation& e);
+
 // Follows `id` until it ends (FINISHED, CANCELLED or DEAD), through a second
 // part (Evaluation.continued_by); when it was accepted toward a branch, also
 // until its merge ends (MERGED or MERGE_FAILED). Polls every `poll`.

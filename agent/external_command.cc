@@ -3,7 +3,7 @@
 // It reads the last feedback and the campaign's history from files and
 // writes its hypothesis and claims to a third; what it leaves changed or
 // committed is the experiment.
-#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -33,8 +33,10 @@ class ExternalCommand : public Proposer {
     }
     // Beside the worktree, not in it: the files must not become the change.
     const std::string files = ctx.worktree + ".proposer";
-    if (std::system(("rm -rf '" + files + "' && mkdir -p '" + files + "'").c_str()) != 0) {
-      return absl::InternalError("cannot make " + files);
+    std::error_code error;
+    std::filesystem::remove_all(files, error);
+    if (!std::filesystem::create_directories(files, error) || error) {
+      return absl::InternalError(absl::StrCat("cannot make ", files, ": ", error.message()));
     }
     std::ofstream(files + "/feedback.json") << ctx.last_feedback_json;
     std::ofstream(files + "/history.json") << ctx.history_json;

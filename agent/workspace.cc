@@ -1,6 +1,6 @@
 #include "agent/workspace.h"
 
-#include <sys/stat.h>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -15,9 +15,10 @@ absl::StatusOr<std::string> Workspace::Git(std::vector<std::string> args) {
 }
 
 absl::StatusOr<std::string> Workspace::FetchTip(const std::string& branch) {
-  struct stat st;
-  if (::stat((dir_ + "/.git").c_str(), &st) != 0) {
-    ::mkdir(dir_.c_str(), 0755);
+  if (!std::filesystem::exists(dir_ + "/.git")) {
+    std::error_code error;
+    std::filesystem::create_directories(dir_, error);
+    if (error) return absl::InternalError(absl::StrCat("cannot make ", dir_, ": ", error.message()));
     if (absl::StatusOr<std::string> init = Git({"init", "-q"}); !init.ok()) return init.status();
   }
   absl::StatusOr<std::string> fetched =

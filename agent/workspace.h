@@ -17,7 +17,8 @@ namespace densegate::agent {
 
 class Workspace {
  public:
-  // `git` is not owned. `dir` is created (a clone of `repo`) on first use.
+  // `git` is not owned. `dir` (and its parents) is created on first use,
+  // holding what it fetched from `repo`.
   Workspace(std::string dir, std::string repo, const platform::Git* git)
       : dir_(std::move(dir)), repo_(std::move(repo)), git_(git) {}
 

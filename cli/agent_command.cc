@@ -36,14 +36,10 @@ std::unique_ptr<agent::GrpcExperimentService> Service(const ClientArgs& a) {
       Stub(a), [&a](grpc::ClientContext* ctx) { Attach(a, ctx, /*deadline_s=*/120); });
 }
 
-int Failed(const char* what, const absl::Status& s) {
-  std::cerr << "densegate agent " << what << ": " << s.message() << "\n";
-  return s.code() == absl::StatusCode::kInvalidArgument ||
-                 s.code() == absl::StatusCode::kAlreadyExists ||
-                 s.code() == absl::StatusCode::kPermissionDenied ||
-                 s.code() == absl::StatusCode::kNotFound
-             ? kExitUsage
-             : kExitInfrastructure;
+// Reported and mapped to an exit code as every client command's (Fail).
+int Failed(const std::string& what, const absl::Status& s) {
+  return Fail(("agent " + what).c_str(),
+              grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message())));
 }
 
 // Paths of the agent's machine in the file are relative to the file.
@@ -75,7 +71,7 @@ int Run(const AgentArgs& a) {
     std::stringstream text;
     text << in.rdbuf();
     absl::StatusOr<v1::Campaign> parsed = ParseCampaign(text.str());
-    if (!parsed.ok()) return Failed(("run: " + a.file).c_str(), parsed.status());
+    if (!parsed.ok()) return Failed("run: " + a.file, parsed.status());
     ResolvePaths(&*parsed, a.file);
     campaign = service->CreateCampaign(*parsed);
   } else {
@@ -89,7 +85,6 @@ int Run(const AgentArgs& a) {
                     ? absl::StrCat(getenv("HOME") ? getenv("HOME") : "/tmp",
                                    "/.cache/densegate/agent/", campaign->id())
                     : a.workdir;
-  std::system(("mkdir -p '" + run.workdir + "'").c_str());
   run.tools = {&git, launcher.get()};
   run.log = [](const std::string& line) {
     std::cerr << absl::FormatTime("%H:%M:%S ", absl::Now(), absl::LocalTimeZone()) << line

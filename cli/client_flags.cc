@@ -52,6 +52,7 @@ int Fail(const char* cmd, const grpc::Status& s) {
     case grpc::StatusCode::UNAUTHENTICATED:
     case grpc::StatusCode::FAILED_PRECONDITION:
     case grpc::StatusCode::RESOURCE_EXHAUSTED:
+    case grpc::StatusCode::ALREADY_EXISTS:
       return kExitUsage;
     default:
       return kExitInfrastructure;
